@@ -1,0 +1,1 @@
+"""Storage tiers and safe relocation of InnoDB components: detect, provision, characterize, move, persist."""

@@ -1,0 +1,1 @@
+"""Prometheus exporter (one collector per source), textfile output, Grafana dashboard generator."""

@@ -1,0 +1,1 @@
+"""my.cnf profiles: option catalog (data), profile model, renderer, lint, diff, shipped profiles."""

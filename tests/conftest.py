@@ -1,0 +1,83 @@
+"""Shared fixtures: a private INNOTIER_HOME per test session, one shared MariaDB sandbox, the CLI.
+
+Tests talk to real things: the sandbox is a real mariadbd started here.  Area
+tests that need more (a loaded TPC-C schema, tmpfs/zram mounts, Prometheus)
+build on these fixtures in their own conftest or test module.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+FIXTURES = SHARED / "fixtures"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def innotier_home():
+    """Every test session gets its own INNOTIER_HOME (sandboxes, journals, results)."""
+    home = Path(tempfile.mkdtemp(prefix="ih-", dir="/tmp"))  # short: unix socket paths are limited to 108 bytes
+    old = os.environ.get("INNOTIER_HOME")
+    os.environ["INNOTIER_HOME"] = str(home)
+    yield home
+    # stop anything a test left running, then remove the home
+    from tuner.sandbox import SandboxState, list_sandboxes
+
+    for sb in list_sandboxes():
+        if sb.state() == SandboxState.RUNNING:
+            try:
+                sb.stop("kill")
+            except Exception:
+                pass
+    subprocess.run(["rm", "-rf", str(home)], check=False)
+    if old is None:
+        os.environ.pop("INNOTIER_HOME", None)
+    else:
+        os.environ["INNOTIER_HOME"] = old
+
+
+@pytest.fixture(scope="session")
+def shared_sandbox(innotier_home):
+    """One running MariaDB sandbox (16k pages, 256M buffer pool) shared by the session's tests.
+
+    Tests that use it must leave it running and must not change its settings;
+    schemas they create should be dropped or named for the test.
+    """
+    from tuner import sandbox as sbx
+
+    sb = sbx.create("shared", page_size="16k", options={"innodb_buffer_pool_size": "256M"})
+    sb.start()
+    yield sb
+    if sb.state() == sbx.SandboxState.RUNNING:
+        sb.stop("kill")
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.fail(f"recorded fixtures not found at {FIXTURES}; the checkout must sit beside shared/")
+    return FIXTURES
+
+
+def run_cli(*args: str, check: bool = False, input: str | None = None, env: dict | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run the real `innotier` command line in a subprocess."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True,
+                          input=input, env=full_env, timeout=timeout, cwd=str(REPO))
+    if check and proc.returncode != 0:
+        raise AssertionError(f"innotier {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def cli():
+    return run_cli

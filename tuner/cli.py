@@ -1,0 +1,62 @@
+"""The ``innotier`` command: one parser, a sub-command group per area.
+
+Each area registers its own sub-commands from its own module (``register(sub)``),
+so this file only wires them together and owns the one top-level error handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from tuner import __version__
+from tuner.errors import InnotierError
+
+# (module, what it adds); order is the order of --help
+REGISTRARS = (
+    "tuner.server_cli",       # server inspect
+    "tuner.sandbox_cli",      # sandbox create/start/stop/status/destroy/list/reconfigure
+    "profiles.cli",           # profile generate/lint/diff/list/show
+    "datadir_mover.cli",      # tiers ..., move ..., persist ...
+    "tuner.tpcc.cli",         # tpcc load/run/check
+    "tuner.sweep.cli",        # sweep plan/run/report, results ..., demo
+    "exporters.cli",          # exporter, dashboards
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="innotier",
+        description="MySQL/InnoDB storage-tuning toolkit: tiers, safe relocation, profiles, TPC-C sweeps.",
+    )
+    parser.add_argument("--version", action="version", version=f"innotier {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in REGISTRARS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # an area not built yet
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rc = args.func(args)
+    except InnotierError as exc:
+        print(f"innotier: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("innotier: interrupted", file=sys.stderr)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

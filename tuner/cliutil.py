@@ -1,0 +1,81 @@
+"""Helpers every sub-command shares: connection options, JSON output, tables."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import UsageError
+
+
+def add_connection_args(parser: argparse.ArgumentParser) -> None:
+    """The one way to name a server: --sandbox, or --socket / --host --port, plus --defaults-file.
+
+    Credentials never come from argv: they come from --defaults-file ([client]
+    section) or from INNOTIER_USER / INNOTIER_PASSWORD (MYSQL_PWD is honoured too).
+    """
+    g = parser.add_argument_group("server connection")
+    g.add_argument("--sandbox", metavar="NAME", help="a sandbox created by `innotier sandbox create`")
+    g.add_argument("--socket", metavar="PATH", help="server's unix socket")
+    g.add_argument("--host", metavar="H", help="server host (TCP)")
+    g.add_argument("--port", type=int, metavar="N", help="server port (TCP)")
+    g.add_argument("--defaults-file", metavar="FILE", help="option file with a [client] section (user, password)")
+    g.add_argument("--database", metavar="DB", default=None, help="schema to use (default: tpcc for workload commands)")
+
+
+def connection_from_args(args: argparse.Namespace, database: str | None = None):
+    from tuner.server import ConnectionSpec
+
+    return ConnectionSpec.from_args(args, database=database)
+
+
+def to_jsonable(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_dict"):
+            return to_jsonable(obj.to_dict())
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not f.name.startswith("_")}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [to_jsonable(v) for v in obj]
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    json.dump(to_jsonable(obj), sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def parse_key_values(items: list[str] | None, what: str = "--option") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise UsageError(f"{what} {item!r} is not key=value; write it as {what} name=value")
+        k, v = item.split("=", 1)
+        k = k.strip().replace("-", "_")
+        if not k:
+            raise UsageError(f"{what} {item!r} has an empty name; write it as {what} name=value")
+        out[k] = v.strip()
+    return out
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in columns])
+    Console().print(table)

@@ -1,0 +1,1 @@
+"""Sweeps: spec, plan, runner, results store, statistics, report."""

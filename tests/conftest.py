@@ -81,3 +81,17 @@ def run_cli(*args: str, check: bool = False, input: str | None = None, env: dict
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(scope="session")
+def tpcc_w1(shared_sandbox):
+    """The shared sandbox with a TPC-C schema of 1 warehouse loaded in database `tpcc` (loaded once a session).
+
+    Returns a ConnectionSpec with database='tpcc'.  Runs may change the data;
+    consistency checks must pass before and after every run.
+    """
+    from tuner.tpcc.loader import load
+
+    spec = shared_sandbox.connection_spec()
+    load(spec, warehouses=1, database="tpcc", drop=True, progress=False)
+    return spec.with_database("tpcc")

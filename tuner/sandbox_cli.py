@@ -16,7 +16,7 @@ def register(sub) -> None:
 
     c = s.add_parser("create", help="initialize a new sandbox (page size is fixed here)")
     c.add_argument("name")
-    c.add_argument("--page-size", default="16k", help="innodb_page_size: 4k, 8k, 16k, 32k or 64k (default 16k)")
+    c.add_argument("--page-size", default=None, help="innodb_page_size: 4k, 8k, 16k, 32k or 64k (default 16k, or the profile's)")
     c.add_argument("--datadir", help="datadir (default: inside the sandbox directory); must be empty or new")
     c.add_argument("--port", type=int, help="TCP port on 127.0.0.1 (default: a free one)")
     c.add_argument("--option", action="append", metavar="KEY=VALUE", help="extra [mysqld] option (repeatable)")
@@ -63,12 +63,14 @@ def cmd_create(args) -> int:
     options = parse_key_values(args.option)
     t0 = time.monotonic()
     profile = None
+    explicit = args.page_size is not None
     if args.profile:
         from profiles.apply import load_profile_for_sandbox  # validates before anything is created
 
-        profile = load_profile_for_sandbox(args.profile, page_size=args.page_size, explicit_page_size=_given(args))
-        if profile.page_size and not _given(args):
+        profile = load_profile_for_sandbox(args.profile, page_size=args.page_size or "16k", explicit_page_size=explicit)
+        if profile.page_size and not explicit:
             args.page_size = profile.page_size
+    args.page_size = args.page_size or "16k"
     sb = sbx.create(args.name, page_size=args.page_size, datadir=args.datadir, port=args.port,
                     options=options, basedir=args.basedir)
     if profile is not None:
@@ -87,12 +89,6 @@ def cmd_create(args) -> int:
         if started is not None:
             print(f"started sandbox {sb.name} in {started:.1f} s (socket {sb.socket})")
     return 0
-
-
-def _given(args) -> bool:
-    import sys
-
-    return any(a == "--page-size" or a.startswith("--page-size=") for a in sys.argv)
 
 
 def cmd_start(args) -> int:

@@ -90,3 +90,75 @@ def probe_o_direct(directory: str | os.PathLike) -> bool:
         return True
     finally:
         os.unlink(name)
+
+
+# ---- effective DAX (statx) and mount(8) output; added for tier detection ------------------------
+
+STATX_ATTR_DAX = 0x00200000  # include/uapi/linux/stat.h; 712b2698 (5.8) defined it as 0x2000, 72d1249e (Dec 2020, stable 5.8+) moved it here
+_STATX_BASIC_STATS = 0x07FF
+_AT_FDCWD = -100
+
+
+def statx_attributes(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(stx_attributes, stx_attributes_mask) from statx(2) through glibc, or None where statx is unavailable.
+
+    struct statx: stx_mask u32 @0, stx_blksize u32 @4, stx_attributes u64 @8, ..., stx_attributes_mask u64 @56.
+    """
+    import ctypes
+    import struct
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.statx
+    except (OSError, AttributeError):
+        return None
+    buf = ctypes.create_string_buffer(256)
+    rc = fn(ctypes.c_int(_AT_FDCWD), os.fsencode(os.fspath(path)), ctypes.c_int(0),
+            ctypes.c_uint(_STATX_BASIC_STATS), buf)
+    if rc != 0:
+        return None
+    attributes = struct.unpack_from("=Q", buf.raw, 8)[0]
+    mask = struct.unpack_from("=Q", buf.raw, 56)[0]
+    return attributes, mask
+
+
+def file_is_dax(path: str | os.PathLike) -> bool | None:
+    """True/False when the kernel reports the file's DAX state (STATX_ATTR_DAX, Linux 5.8+), None otherwise."""
+    got = statx_attributes(path)
+    if got is None:
+        return None
+    attributes, mask = got
+    if not mask & STATX_ATTR_DAX:
+        return None
+    return bool(attributes & STATX_ATTR_DAX)
+
+
+def probe_dax(directory: str | os.PathLike) -> bool | None:
+    """Effective DAX for new files in ``directory``: create a file and ask statx.  None when the
+    directory is not writable or the kernel does not report DAX state.  (Only regular files carry
+    the DAX state; a directory never does, so the mount point itself cannot be asked.)"""
+    d = os.fspath(directory)
+    if not os.access(d, os.W_OK):
+        return None
+    try:
+        fd, name = tempfile.mkstemp(prefix=".innotier-dax-", dir=d)
+    except OSError:
+        return None
+    os.close(fd)
+    try:
+        return file_is_dax(name)
+    finally:
+        os.unlink(name)
+
+
+def parse_mount_command_output(text: str) -> list[MountEntry]:
+    """Lines in mount(8) format (``/dev/pmem0 on /pmem type ext4 (rw,relatime,dax)``), as recorded in
+    documentation and bug reports; the option list is the same string /proc/mounts carries."""
+    import re
+
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^(\S+) on (.+) type (\S+) \(([^)]*)\)", line.strip())
+        if m:
+            out.append(MountEntry(m.group(1), m.group(2), m.group(3), tuple(m.group(4).split(","))))
+    return out

@@ -1,0 +1,45 @@
+"""The explicit registry of tier kinds.  Order matters: the first provider that claims a mount or
+device describes it, so the block provider, which claims everything, comes last."""
+
+from __future__ import annotations
+
+from datadir_mover.probe import MountEntry
+from datadir_mover.tiers import block, pmem, raid, ramdisk, zram
+from datadir_mover.tiers.base import TierProvider
+from datadir_mover.tiers.host import Host
+from datadir_mover.tiers.model import Tier
+from tuner.errors import TierError
+
+PROVIDERS: tuple[TierProvider, ...] = (
+    zram.PROVIDER,      # zram
+    ramdisk.PROVIDER,   # tmpfs, ramfs
+    pmem.PROVIDER,      # pmem, dcpmm-fsdax, dcpmm-devdax
+    raid.PROVIDER,      # md-raid
+    block.PROVIDER,     # nvme, ssd, hdd, virtio, loop, dm, brd, other (fallback)
+)
+
+
+def creatable() -> dict[str, TierProvider]:
+    """`tiers create KIND`: the kinds innotier can provision."""
+    return {p.name: p for p in PROVIDERS if p.create_help}
+
+
+def provider_named(name: str) -> TierProvider:
+    for p in PROVIDERS:
+        if p.name == name:
+            return p
+    raise TierError(f"unknown tier kind {name!r}; choose one of {', '.join(p.name for p in PROVIDERS)}")
+
+
+def provider_for(mount: MountEntry | None, device_name: str | None, host: Host) -> TierProvider:
+    for p in PROVIDERS:
+        if p.claims(mount, device_name, host):
+            return p
+    return block.PROVIDER
+
+
+def provider_for_tier(tier: Tier) -> TierProvider:
+    for p in PROVIDERS:
+        if tier.kind in p.kinds:
+            return p
+    return block.PROVIDER

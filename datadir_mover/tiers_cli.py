@@ -1,0 +1,244 @@
+"""`innotier tiers list|create|destroy|bench`: detect, provision and characterize storage tiers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tuner.errors import TierError, UsageError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tiers", help="detect, create, destroy and benchmark storage tiers",
+                       description="Storage tiers for InnoDB files: zram, tmpfs/ramfs, PMEM/DCPMM (DAX), "
+                                   "md RAID, NVMe/SSD/HDD.")
+    tsub = p.add_subparsers(dest="tiers_command", metavar="ACTION")
+    tsub.required = True
+
+    ls = tsub.add_parser("list", help="every mounted file system and unused block device, with probed facts",
+                         description="List tiers: kind, file system, mount options, DAX (statx), O_DIRECT "
+                                     "(probed), volatile, rotational, capacity, free; zram algorithm and "
+                                     "compression ratio; md level, chunk and members.")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.add_argument("--all", action="store_true", help="include read-only, pseudo and system mounts")
+    ls.set_defaults(func=cmd_list)
+
+    cr = tsub.add_parser("create", help="create a tier (zram, ramdisk, pmem, raid); --dry-run prints the commands",
+                         description="Create a tier.  Every kind takes --dry-run, which prints the exact commands "
+                                     "and changes nothing.")
+    csub = cr.add_subparsers(dest="kind", metavar="KIND")
+    csub.required = True
+    from datadir_mover.tiers.registry import creatable
+
+    for name, provider in creatable().items():
+        kp = csub.add_parser(name, help=provider.create_help, description=provider.create_help)
+        provider.add_create_arguments(kp)
+        kp.add_argument("--dry-run", action="store_true", help="print the plan (exact commands) and change nothing")
+        kp.add_argument("--json", action="store_true", help="print JSON")
+        kp.set_defaults(func=cmd_create)
+
+    de = tsub.add_parser("destroy", help="unmount a tier and free it (zram: reset and hot_remove)",
+                         description="Destroy the tier mounted at PATH (or an unmounted /dev/zramN).  Refuses "
+                                     "system mounts, and tiers that still hold files unless --force.")
+    de.add_argument("path", metavar="PATH", help="the tier's mount point, or /dev/zramN")
+    de.add_argument("--force", action="store_true", help="discard files still on the tier")
+    de.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    de.add_argument("--json", action="store_true", help="print JSON")
+    de.set_defaults(func=cmd_destroy)
+
+    be = tsub.add_parser("bench", help="characterize a tier with fio (4k sync random read/write+fsync, "
+                                       "sequential libaio QD32)",
+                         description="Run fio on the tier holding PATH: 4 KiB sync random read, 4 KiB random "
+                                     "write with fsync after each, 1 MiB sequential read and write with libaio "
+                                     "queue depth 32; O_DIRECT where the tier accepts it.  Results are stored "
+                                     "under $INNOTIER_HOME/tiers/bench/.")
+    be.add_argument("path", metavar="PATH", help="a directory on the tier")
+    be.add_argument("--size", default="256M", help="fio file size (default 256M)")
+    be.add_argument("--runtime", type=int, default=10, help="seconds per job (default 10; 4 jobs)")
+    be.add_argument("--compress-percentage", type=int, metavar="PCT",
+                    help="make fio's data this compressible (zram: InnoDB pages compress; default incompressible)")
+    be.add_argument("--member-baseline", metavar="FILE",
+                    help="md RAID: a stored bench of one member device, for the expected-vs-measured ratios")
+    be.add_argument("--json", action="store_true", help="print JSON")
+    be.set_defaults(func=cmd_bench)
+
+
+# ---- handlers ----------------------------------------------------------------------------------
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from datadir_mover.tiers.detect import detect_tiers
+    from tuner.cliutil import print_json
+    from tuner.units import human_size
+
+    tiers = detect_tiers(include_all=args.all)
+    if args.json:
+        print_json([t.to_dict() for t in tiers])
+        return 0
+    rows = []
+    for t in tiers:
+        rows.append({
+            "mount": t.mountpoint or "-", "device": t.device, "kind": t.kind, "fs": t.fs or "-",
+            "DAX": _yn(t.dax), "O_DIRECT": _yn(t.o_direct), "volatile": _yn(t.volatile),
+            "rotational": _yn(t.rotational),
+            "capacity": human_size(t.capacity_bytes) if t.capacity_bytes is not None else "-",
+            "free": human_size(t.free_bytes) if t.free_bytes is not None else "-",
+            "details": t.summary(),
+        })
+    _wide_table(rows, ["mount", "device", "kind", "fs", "DAX", "O_DIRECT", "volatile", "rotational",
+                       "capacity", "free", "details"], title="storage tiers")
+    for t in tiers:
+        for note in t.notes:
+            print(f"  {t.mountpoint or t.device}: {note}")
+    return 0
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    from datadir_mover.tiers.provision import plan_create
+
+    plan = plan_create(args.kind, args)
+    if args.dry_run:
+        _print_plan(plan, args.json)
+        return 0
+    result = _apply_or_explain(plan, args.json)
+    tier = None
+    mount = getattr(args, "mount", None)
+    if mount:
+        from datadir_mover.tiers.detect import tier_for_path
+
+        tier = tier_for_path(mount)
+    if args.json:
+        from tuner.cliutil import print_json
+
+        print_json({"plan": plan.to_dict(), "executed": result.executed, "tier": tier.to_dict() if tier else None})
+    elif tier:
+        print(f"created: {tier.kind} on {tier.mountpoint} ({tier.device}, {tier.fs}); "
+              f"O_DIRECT {_yn(tier.o_direct)}, DAX {_yn(tier.dax)}, volatile {_yn(tier.volatile)}")
+    else:
+        print(f"done: {plan.title}")
+    return 0
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    from datadir_mover.tiers.provision import plan_destroy
+
+    plan = plan_destroy(args.path, force=args.force)
+    if args.dry_run:
+        _print_plan(plan, args.json)
+        return 0
+    result = _apply_or_explain(plan, args.json)
+    if args.json:
+        from tuner.cliutil import print_json
+
+        print_json({"plan": plan.to_dict(), "executed": result.executed})
+    else:
+        print(f"destroyed: {args.path}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import os
+
+    from datadir_mover.tiers import fio
+    from datadir_mover.tiers.detect import tier_for_path
+    from tuner.units import parse_size
+
+    path = os.path.abspath(args.path)
+    if not os.path.isdir(path):
+        raise UsageError(f"{path} is not a directory; give a directory on the tier to test")
+    if args.compress_percentage is not None and not 0 <= args.compress_percentage <= 100:
+        raise UsageError("--compress-percentage must be between 0 and 100")
+    baseline = None
+    if args.member_baseline:
+        try:
+            with open(args.member_baseline) as fh:
+                baseline = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--member-baseline {args.member_baseline}: cannot read it ({exc}); "
+                             "give a JSON file stored by `innotier tiers bench`") from None
+    size = parse_size(args.size, "--size")
+    tier = tier_for_path(path)
+    fio.fio_version()
+    result = _run_bench_with_progress(fio, tier, path, size, args, baseline)
+    if args.json:
+        from tuner.cliutil import print_json
+
+        print_json(result.to_dict())
+        return 0
+    _print_bench(result)
+    return 0
+
+
+# ---- output helpers ----------------------------------------------------------------------------
+
+def _wide_table(rows, columns, title) -> None:
+    """A rich table that is not squeezed to 80 columns when stdout is a pipe."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c, no_wrap=c in ("mount", "device", "kind"))
+    for r in rows:
+        table.add_row(*[str(r.get(c, "")) for c in columns])
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    console.print(table)
+
+
+def _yn(v) -> str:
+    return "?" if v is None else ("yes" if v else "no")
+
+
+def _print_plan(plan, as_json: bool) -> None:
+    if as_json:
+        from tuner.cliutil import print_json
+
+        print_json(plan.to_dict())
+    else:
+        print(plan.render())
+
+
+def _apply_or_explain(plan, as_json: bool):
+    """Apply an applicable plan (commands echoed to stderr); otherwise print it and fail with the reason."""
+    from datadir_mover.tiers.plan import apply_plan
+
+    if not plan.applicable:
+        _print_plan(plan, as_json)
+        reason = plan.blockers[0] if plan.blockers else \
+            f"step '{next(s for s in plan.steps if s.manual).summary}' must be done by hand"
+        raise TierError(f"cannot {plan.title} on this host: {reason} (the plan printed above shows every command)")
+    return apply_plan(plan, echo=lambda line: print(line, file=sys.stderr))
+
+
+def _run_bench_with_progress(fio, tier, path, size, args, baseline):
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    total = fio.estimated_seconds(args.runtime)
+    with Progress(TextColumn("fio on {task.description}"), BarColumn(), TimeElapsedColumn(),
+                  transient=True, disable=args.json or not sys.stderr.isatty()) as progress:
+        task = progress.add_task(path, total=total)
+        return fio.bench(tier, path, size, args.runtime, baseline=baseline,
+                         buffer_compress_percentage=args.compress_percentage,
+                         on_tick=lambda elapsed: progress.update(task, completed=min(elapsed, total)))
+
+
+def _print_bench(result) -> None:
+    t = result.tier
+    rows = []
+    for j in result.jobs:
+        rows.append({"job": j.name, "what": j.description, "IOPS": f"{j.iops:,.0f}", "MB/s": f"{j.mb_s:,.1f}",
+                     "mean lat us": _fmt(j.lat_mean_us), "p99 clat us": _fmt(j.clat_p99_us),
+                     "fsync us": _fmt(j.fsync_mean_us)})
+    _wide_table(rows, ["job", "what", "IOPS", "MB/s", "mean lat us", "p99 clat us", "fsync us"],
+                title=f"{t['kind']} {t['mountpoint']} ({t['fs']}): {result.io_mode}, {result.fio_version}, "
+                      f"kernel {result.kernel}")
+    for note in result.notes:
+        print(f"note: {note}")
+    if result.raid:
+        print(f"RAID {result.raid.get('level')} x{result.raid.get('devices')}: "
+              + json.dumps({k: v for k, v in result.raid.items() if k not in ("level", "devices")}, default=str))
+    print(f"stored: {result.stored_at}")
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:,.1f}"

@@ -1,0 +1,43 @@
+"""Adapters for external TPC-C drivers: one module per tool behind one small interface, and an explicit registry.
+
+Every adapter module has::
+
+    name: str                                             # "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc"
+    find_tool(tool_path: str | None) -> str               # --tool-path or PATH; else tuner.errors.ToolMissing
+    load(spec, warehouses, database="tpcc", tool_path=None, *, drop=False, jobs=None, on_line=None) -> float
+    run(spec, cfg: RunConfig, *, on_line=None) -> tuner.measure.RunResult
+    parse_output(text: str) -> tuner.measure.RunResult    # the tool's console output, recorded or live
+
+``load`` builds the peer's own schema in its own database (schemas differ
+between tools; give each peer a separate database) and returns seconds taken.
+``run`` uses cfg's warehouses, clients, warm-up, duration and interval, and
+fills ``RunResult.driver`` with the adapter's name.  ``on_line`` receives the
+tool's console lines (passwords redacted) as they come, for live progress.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from tuner.errors import UsageError
+
+# name -> module (imported on first use, so `innotier --help` stays fast)
+ADAPTERS = {
+    "hammerdb": "tuner.tpcc.adapters.hammerdb",
+    "tpcc-mysql": "tuner.tpcc.adapters.tpcc_mysql",
+    "sysbench-tpcc": "tuner.tpcc.adapters.sysbench_tpcc",
+    "go-tpc": "tuner.tpcc.adapters.go_tpc",
+}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(ADAPTERS)
+
+
+def get(name: str) -> ModuleType:
+    """The adapter module for ``name``; an unknown name raises UsageError listing the valid ones."""
+    module = ADAPTERS.get(name)
+    if module is None:
+        raise UsageError(f"unknown external driver {name!r}; use one of {', '.join(ADAPTERS)}")
+    return importlib.import_module(module)

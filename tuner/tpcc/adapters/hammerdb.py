@@ -1,0 +1,300 @@
+"""HammerDB (TPC-Council/HammerDB 4.12, MySQL TPROC-C workload) as an external driver.
+
+HammerDB runs from its source tree with ``tclsh8.6 hammerdbcli auto SCRIPT.tcl``
+(Debian packages tcl8.6 mysqltcl tcl-thread libsqlite3-tcl tcl-expect tcllib,
+and ticklecharts 3.1 on TCLLIBPATH; HEAD needs Tcl 9).  Its workload runs as
+stored procedures, so results are labelled mode ``procedures``.
+
+Credentials: HammerDB reads the password from the Tcl script (``diset tpcc
+mysql_pass``), never from argv.  The script is written 0600 into a private 0700
+directory that is also HammerDB's TMP (where it keeps its settings databases,
+which persist every ``diset`` value, the password included, and its log); the
+whole directory is removed after the run.  The console echoes ``diset`` values,
+so the output is redacted before it is shown or kept.
+
+What HammerDB reports (src/mysql/mysqloltp.tcl, timed driver):
+NOPM = growth of sum(d_next_o_id) per minute; TPM = growth of Com_commit +
+Com_rollback per minute (server-wide), over the timed window after the ramp-up.
+With ``mysql_timeprofile true``, ``jobs ID timing`` prints per stored-procedure
+times in ms (p50/p95/p99/min/avg/max, calls); these cover all virtual users for
+the whole run, ramp-up included (the peer-output fixture's README).  HammerDB
+prints no client-side New-Order count, so ``tpmc`` stays None: use ``nopm``.
+
+Time granularity: the timed driver counts ramp-up and duration in 6-second
+steps and loops ``while {$t != $minutes*60000}``, so a value such as 4.1 minutes
+(245999.99999 ms in floating point) would never end.  ``minutes_for()`` picks
+the nearest exact tenth of a minute and the result records the times used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+
+from tuner.errors import ToolMissing, UsageError, WorkloadError
+from tuner.measure import RunResult
+from tuner.server import ConnectionSpec
+from tuner.tpcc.adapters import _common as common
+from tuner.tpcc.config import RunConfig
+
+name = "hammerdb"
+MODE = "procedures"
+DISTRICT_TABLE = "district"
+WAREHOUSE_TABLE = "warehouse"
+TCLSH = "tclsh8.6"
+HOW_TO_GET = ("get HammerDB 4.12 from https://github.com/TPC-Council/HammerDB (git checkout v4.12; it runs from "
+              "source with apt-get install tcl8.6 mysqltcl tcl-thread libsqlite3-tcl tcl-expect tcllib and "
+              "ticklecharts 3.1 on TCLLIBPATH) and pass --tool-path /path/to/HammerDB")
+
+# HammerDB stored procedure -> our op name
+PROCEDURES = {"NEWORD": "new_order", "PAYMENT": "payment", "DELIVERY": "delivery", "SLEV": "stock_level",
+              "OSTAT": "order_status"}
+TIMING_FIELDS = {"p50_ms": "p50", "p95_ms": "p95", "p99_ms": "p99", "min_ms": "min", "avg_ms": "avg",
+                 "max_ms": "max"}
+
+TEST_RESULT_RE = re.compile(r"TEST RESULT : System achieved (\d+(?:\.\d+)?) NOPM from (\d+(?:\.\d+)?) (\S+) TPM")
+# (fractional when the duration is not whole minutes: tpm = (end - start) / durmin in mysqloltp.tcl)
+VUSERS_RE = re.compile(r"(\d+) Active Virtual Users configured")
+RAMPUP_RE = re.compile(r"Beginning rampup time of ([\d.]+) minutes")
+DURATION_RE = re.compile(r"Timing test period of ([\d.]+) in minutes")
+VUSER_ERROR_RE = re.compile(r"^Vuser \d+:.*\b(?:[Ee]rror|ERROR)\b", re.M)
+FAILED_RE = re.compile(r"^Vuser (\d+):FINISHED FAILED", re.M)
+MISSING_PACKAGE_RE = re.compile(r"can't find package (\S+)")
+LOAD_DONE_RE = re.compile(r"^Vuser 1:\S+ SCHEMA COMPLETE", re.M)  # "<DATABASE> SCHEMA COMPLETE", upper-cased
+
+TIME_STEP_SECONDS = 6  # the timed driver's polling step (mysqloltp.tcl: after 6000)
+
+
+# ---------------------------------------------------------------------------
+# Parsing
+
+
+def _timing_json(text: str) -> dict | None:
+    """The object printed by ``jobs ID timing``: a JSON object keyed by stored procedure."""
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"^\{", text, re.M):
+        try:
+            obj, _ = decoder.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and any(k in obj for k in PROCEDURES):
+            return obj
+    return None
+
+
+def _latency(timing: dict) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for proc, op in PROCEDURES.items():
+        t = timing.get(proc)
+        if not isinstance(t, dict):
+            continue
+        row = {ours: float(t[theirs]) for theirs, ours in TIMING_FIELDS.items() if theirs in t}
+        if "calls" in t:
+            row["count"] = int(float(t["calls"]))
+        out[op] = row
+    return out
+
+
+def parse_output(text: str) -> RunResult:
+    """A HammerDB timed run's console output (``jobs ID result`` and ``jobs ID timing`` included) -> RunResult."""
+    text = text.replace("\r", "")
+    result = TEST_RESULT_RE.search(text)
+    vusers = VUSERS_RE.search(text)
+    rampup = RAMPUP_RE.search(text)
+    duration = DURATION_RE.search(text)
+    timing = _timing_json(text)
+    failed = FAILED_RE.findall(text)
+    failure = None
+    if not result:
+        failure = "HammerDB printed no TEST RESULT line"
+    elif failed:
+        failure = f"virtual user(s) {', '.join(failed)} finished FAILED"
+    extra: dict = {}
+    if result:
+        extra["tpm_source"] = f"{result.group(3)} Com_commit + Com_rollback (server-wide)"
+    if timing:
+        extra["latency_scope"] = "HammerDB time profile: all virtual users, whole run including ramp-up"
+    return RunResult(
+        driver=name, mode=MODE, warehouses=None,
+        clients=int(vusers.group(1)) if vusers else None,
+        warmup_seconds=round(float(rampup.group(1)) * 60, 3) if rampup else None,
+        measured_seconds=round(float(duration.group(1)) * 60, 3) if duration else None,
+        tpmc=None,
+        nopm=round(float(result.group(1)), 1) if result else None,
+        tpm=round(float(result.group(2)), 1) if result else None,
+        latency_ms=_latency(timing) if timing else {},
+        errors=len(VUSER_ERROR_RE.findall(text)),
+        complete=failure is None, failure=failure, extra=extra)
+
+
+# ---------------------------------------------------------------------------
+# The tool
+
+
+def find_tool(tool_path: str | None = None) -> str:
+    """Path of ``hammerdbcli`` (from --tool-path, file or HammerDB directory, or PATH); tclsh8.6 must exist too."""
+    cli = common.find_program(("hammerdbcli",), tool_path, "HammerDB", HOW_TO_GET)
+    common.require_program(TCLSH, "HammerDB", "apt-get install tcl8.6")
+    return cli
+
+
+def tcl_word(value: str) -> str:
+    """One Tcl word for ``value``: bare if safe, else double-quoted with the substitution characters escaped."""
+    if "\n" in value or "\r" in value:
+        raise UsageError("a HammerDB setting contains a line break; remove it")
+    if re.fullmatch(r"[A-Za-z0-9_.:/@%+=,-]+", value):
+        return value
+    return '"' + re.sub(r'([\\$\[\]"{}])', r"\\\1", value) + '"'
+
+
+def minutes_for(seconds: float, minimum_steps: int = 0) -> str:
+    """HammerDB minutes (a tenth-of-a-minute multiple) nearest ``seconds`` that the timed driver can reach exactly."""
+    want = max(minimum_steps, round(seconds / TIME_STEP_SECONDS))
+    for delta in (0, 1, -1, 2, -2, 3, -3):
+        k = want + delta
+        if k < minimum_steps:
+            continue
+        text = f"{k / 10:g}"
+        if float(text) * 60000 == k * TIME_STEP_SECONDS * 1000:  # Tcl: expr {$min*60000} compared with 6000 steps
+            return text
+    return f"{max(1, round(want / 10))}"  # whole minutes are always exact
+
+
+def _connection_lines(spec: ConnectionSpec, database: str) -> list[str]:
+    where = common.endpoint(spec)
+    return [
+        "dbset db mysql",
+        "dbset bm TPC-C",
+        f"diset connection mysql_host {tcl_word(where.host)}",
+        f"diset connection mysql_port {where.port}",
+        "diset connection mysql_socket null",
+        f"diset tpcc mysql_user {tcl_word(spec.user)}",
+        f"diset tpcc mysql_pass {tcl_word(spec.password or '')}",
+        f"diset tpcc mysql_dbase {tcl_word(database)}",
+    ]
+
+
+def load_script(spec: ConnectionSpec, warehouses: int, database: str, virtual_users: int) -> str:
+    return "\n".join(_connection_lines(spec, database) + [
+        f"diset tpcc mysql_count_ware {warehouses}",
+        f"diset tpcc mysql_num_vu {virtual_users}",
+        "diset tpcc mysql_storage_engine innodb",
+        "diset tpcc mysql_partition false",
+        "buildschema",
+        "vudestroy",
+        "exit",
+    ]) + "\n"
+
+
+def run_script(spec: ConnectionSpec, cfg: RunConfig, rampup: str, duration: str) -> str:
+    return "\n".join(_connection_lines(spec, cfg.database) + [
+        "diset tpcc mysql_driver timed",
+        f"diset tpcc mysql_rampup {rampup}",
+        f"diset tpcc mysql_duration {duration}",
+        "diset tpcc mysql_total_iterations 10000000",
+        "diset tpcc mysql_allwarehouse false",
+        f"diset tpcc mysql_keyandthink {'true' if cfg.keying_and_think else 'false'}",
+        "diset tpcc mysql_timeprofile true",
+        "loadscript",
+        f"vuset vu {cfg.clients}",
+        "vuset logtotemp 1",
+        "vucreate",
+        "set runmsg [vurun]",
+        "_waittocomplete",
+        "vudestroy",
+        'if {[regexp {jobid=([0-9A-F]+)} $runmsg -> jobid]} {puts "JOBID $jobid"; jobs $jobid result; '
+        "jobs $jobid timing}",
+        "exit",
+    ]) + "\n"
+
+
+@contextlib.contextmanager
+def private_tmp():
+    """A 0700 directory used as HammerDB's TMP and for the 0600 script; removed afterwards."""
+    d = tempfile.mkdtemp(prefix="innotier-hammerdb-")
+    try:
+        os.chmod(d, 0o700)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def write_script(directory: str, script: str) -> str:
+    """The Tcl script (it holds the password) as a new 0600 file in ``directory``."""
+    path = os.path.join(directory, "innotier.tcl")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(script)
+    return path
+
+
+def _run_hammerdb(cli: str, script: str, spec: ConnectionSpec, timeout: float, on_line, watch=None):
+    with private_tmp() as tmp:
+        path = write_script(tmp, script)
+        env = {"TMP": tmp}
+        out = common.run_tool([common.require_program(TCLSH, "HammerDB", "apt-get install tcl8.6"), cli, "auto",
+                               path], cwd=os.path.dirname(cli), env=env, timeout=timeout,
+                              secrets_=(spec.password or "",), on_line=on_line, watch=watch)
+    missing = MISSING_PACKAGE_RE.search(out.text)
+    if missing:
+        raise ToolMissing(f"HammerDB cannot load the Tcl package {missing.group(1)}; install it (apt-get install "
+                          "mysqltcl tcl-thread libsqlite3-tcl tcl-expect tcllib; ticklecharts 3.1 goes on "
+                          "TCLLIBPATH) and run again")
+    return out
+
+
+def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_path: str | None = None, *,
+         drop: bool = False, jobs: int | None = None, on_line: common.LineSink | None = None) -> float:
+    """Build HammerDB's own schema (tables, stored procedures) in ``database``; return seconds taken.
+
+    ``jobs``: HammerDB's build virtual users (default 4, at most one per warehouse).
+    """
+    if warehouses < 1:
+        raise UsageError(f"--warehouses {warehouses} is not valid; give 1 or more")
+    common.check_database_name(database)
+    cli = find_tool(tool_path)
+    # HammerDB creates the database itself (latin1, mysqloltp.tcl) and accepts an empty one
+    common.prepare_database(spec, database, drop, "HammerDB", create=False)
+    vus = max(1, min(warehouses, jobs or 4))
+    t0 = time.monotonic()
+    out = _run_hammerdb(cli, load_script(spec, warehouses, database, vus), spec,
+                        timeout=600 + 120 * warehouses, on_line=on_line)
+    text = out.text.replace("\r", "")
+    common.check_ran(out, "HammerDB buildschema", ok=bool(LOAD_DONE_RE.search(text)) and not FAILED_RE.search(text))
+    loaded = common.count_warehouses(spec, database, WAREHOUSE_TABLE, name)
+    if loaded != warehouses:
+        raise WorkloadError(f"HammerDB loaded {loaded} warehouses into {database}, not {warehouses}; "
+                            "see its output and load again with drop")
+    return time.monotonic() - t0
+
+
+def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
+    """Run HammerDB's timed driver with cfg's clients, ramp-up (warm-up) and duration on its loaded schema."""
+    cfg.validate()
+    common.check_database_name(cfg.database)
+    cli = find_tool(cfg.tool_path)
+    loaded = common.count_warehouses(spec, cfg.database, WAREHOUSE_TABLE, name)
+    if cfg.warehouses is not None and cfg.warehouses != loaded:
+        raise UsageError(f"the HammerDB schema in {cfg.database} has {loaded} warehouses, not {cfg.warehouses}; "
+                         f"run with --warehouses {loaded} or load it again")
+    common.check_clients(spec, cfg.clients)
+    rampup = minutes_for(cfg.warmup)
+    duration = minutes_for(cfg.duration, minimum_steps=1)
+    timeout = float(rampup) * 60 + float(duration) * 60 + 180 + cfg.clients
+    out = _run_hammerdb(cli, run_script(spec, cfg, rampup, duration), spec, timeout=timeout, on_line=on_line)
+    result = parse_output(out.text)
+    if out.timed_out or (out.returncode != 0 and result.nopm is None):
+        common.check_ran(out, "HammerDB run")
+    result.warehouses = loaded
+    result.clients = result.clients or cfg.clients
+    result.extra.update({"tool": cli, "requested_warmup_seconds": cfg.warmup,
+                         "requested_duration_seconds": cfg.duration, "rampup_minutes": rampup,
+                         "duration_minutes": duration})
+    if cfg.mode != MODE:
+        result.extra["note"] = f"HammerDB runs stored procedures; --mode {cfg.mode} does not apply"
+    return result

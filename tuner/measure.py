@@ -281,6 +281,22 @@ class Measurement:
     def subscribe(self, fn: Callable[["Measurement"], None]) -> None:
         self._listeners.append(fn)
 
+    def read_cumulative(self) -> tuple[dict[str, dict[str, int]], dict[str, LatencyHistogram]]:
+        """A consistent copy of the cumulative counters and latency histograms (warm-up included).
+
+        For readers in other threads (the Prometheus exporter): taken under the
+        lock the parent's ``merge`` holds, so counts and histograms agree.
+        """
+        with self._lock:
+            counts = {op: dict(v) for op, v in self.all_counts.items()}
+            hists = {}
+            for op, h in self.all_latency.items():
+                c = LatencyHistogram()
+                c.counts = list(h.counts)
+                c.count, c.sum, c.max, c.min = h.count, h.sum, h.max, h.min
+                hists[op] = c
+        return counts, hists
+
     # -- results --------------------------------------------------------------
 
     @property

@@ -1,0 +1,75 @@
+"""``innotier exporter``: serve a server's InnoDB counters (and any run info) until stopped.
+
+For watching a server outside a driver run, e.g. beside mysqld_exporter on a tier
+experiment.  An unreachable server does not stop the exporter: it keeps serving and
+reports ``innotier_collector_success{collector="innodb"} 0`` until the server answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from exporters.collectors import Scrape, build_sources
+from exporters.listen import MetricsServer, parse_listen, serve
+from exporters.naming import DEFAULT_DRIVER_ID
+from exporters.state import RunState
+
+
+@dataclass
+class StandaloneExporter:
+    registry: CollectorRegistry
+    scrape: Scrape
+    server: MetricsServer
+
+    def probe(self) -> dict[str, str | None]:
+        """Run one scrape now; the error of each collector that failed (None when it worked)."""
+        list(self.scrape.collect())
+        return {s.name: self.scrape.last_error(s.name) for s in self.scrape.sources}
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.scrape.close()
+
+
+def start_standalone(listen: str, spec, info: dict | None = None, disabled: tuple[str, ...] = (),
+                     driver_id: str = DEFAULT_DRIVER_ID) -> StandaloneExporter:
+    addr = parse_listen(listen)  # validate before connecting anywhere
+    state = RunState(info)
+    sources = [s for s in build_sources(spec=spec, state=state, driver_id=driver_id, disabled=disabled)
+               if s.name != "sweep"]
+    scrape = Scrape(sources)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(scrape)
+    try:
+        server = serve(registry, addr)
+    except BaseException:
+        scrape.close()
+        raise
+    return StandaloneExporter(registry=registry, scrape=scrape, server=server)
+
+
+def serve_forever(exporter: StandaloneExporter, describe: str) -> int:
+    """Print where we serve, warn about failing collectors, block until SIGINT/SIGTERM."""
+    logging.basicConfig(format="innotier exporter: %(message)s", level=logging.WARNING)
+    print(f"innotier exporter: serving {exporter.server.url} for {describe} "
+          f"(collectors: {', '.join(s.name for s in exporter.scrape.sources)})", file=sys.stderr, flush=True)
+    for name, error in exporter.probe().items():
+        if error:
+            print(f'innotier exporter: serving anyway; innotier_collector_success{{collector="{name}"}} '
+                  "is 0 until it works", file=sys.stderr, flush=True)
+    done = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: done.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        done.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        exporter.stop()
+    print("innotier exporter: stopped", file=sys.stderr, flush=True)
+    return 0

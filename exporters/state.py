@@ -1,0 +1,48 @@
+"""What the sweep runner and the driver tell the exporter while they run: run info and sweep progress.
+
+One small thread-safe holder, written by ``LiveExporter.set_info`` / ``set_progress`` and
+read by the run-info and sweep collectors at each scrape.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from exporters.naming import sanitize_info
+
+
+@dataclass(frozen=True)
+class SweepProgress:
+    done: int
+    total: int
+    phase: str
+
+
+class RunState:
+    def __init__(self, info: dict | None = None) -> None:
+        self._lock = threading.Lock()
+        self._info = sanitize_info(info)
+        self._progress: SweepProgress | None = None
+
+    def set_info(self, info: dict | None) -> None:
+        """Replace the run info (the previous label set disappears from the next scrape)."""
+        clean = sanitize_info(info)
+        with self._lock:
+            self._info = clean
+
+    def set_progress(self, done: int, total: int, phase: str) -> None:
+        if total < 0 or done < 0:
+            raise ValueError(f"sweep progress {done}/{total} is negative")
+        with self._lock:
+            self._progress = SweepProgress(int(done), int(total), str(phase)[:64])
+
+    @property
+    def info(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._info)
+
+    @property
+    def progress(self) -> SweepProgress | None:
+        with self._lock:
+            return self._progress

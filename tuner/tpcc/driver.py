@@ -1,0 +1,552 @@
+"""The built-in TPC-C driver: N terminals over a few worker processes, one shared Measurement.
+
+Shape of a run::
+
+    preflight (schema loaded? warehouses? enough max_connections / prepared statements?)
+      -> plan (clients per worker, home warehouses, tick schedule)   [RunPlan, printable]
+      -> install procedures (procedures mode)
+      -> workers connect every terminal, report ready
+      -> t0: warm-up ticks, measured ticks, end             [parent merges snapshots, closes intervals]
+      -> RunResult (tpmC from the client counts; NOPM and TPM from the server, as HammerDB defines them)
+
+Concurrency: one Python thread per connection does not scale in one process
+(the GIL), and one process per connection costs too much memory at 512 clients.
+So ``workers`` processes (default: one per core) each run many terminal threads;
+the threads spend their time inside the C extension's blocking calls, which
+release the GIL.  Each worker owns a Measurement, guarded by one lock, and ships
+delta snapshots to the parent at fixed ticks (1 s, aligned on a shared monotonic
+clock) so the parent's timeline and the warm-up boundary are exact.
+
+Outcomes recorded per attempt: commit, rollback (New-Order's 1% unused item),
+retry (deadlock 1213 / lock-wait timeout 1205: the attempt is counted, then the
+same input is run again), error (anything else).  A lost connection ends the
+run: the result keeps the partial timeline and says why (complete=False).
+
+Metrics (HammerDB's definitions, research notes 1.1): NOPM = growth of
+sum(D_NEXT_O_ID) per minute over the measured window; TPM = growth of
+Com_commit + Com_rollback per minute (server-wide).  tpmC = New-Order commits
+per minute counted by the client.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import random
+import resource
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tuner.errors import ServerError, UsageError, WorkloadError
+from tuner.measure import Measurement, RunResult
+from tuner.tpcc import delivery, mix, new_order, order_status, payment, schema, stock_level
+from tuner.tpcc.config import RunConfig
+from tuner.tpcc.session import Rollback, Session, classify
+from tuner.tpcc.terminal import RunConstants, Terminal
+
+MODULES = {m.OP: m for m in (new_order, payment, order_status, delivery, stock_level)}
+TICK_SECONDS = 1.0
+MAX_RETRIES = 100  # attempts of one transaction before it counts as an error
+READY_TIMEOUT = 120.0  # seconds for all workers to connect their terminals
+THREAD_STACK_BYTES = 512 * 1024  # terminal threads are shallow; 512 threads x 8 MiB default would be 4 GiB of VM
+START_DELAY = 0.3  # seconds between "go" and t0, so every worker sees t0 in the future
+
+SUM_NEXT_O_ID = "SELECT SUM(d_next_o_id) FROM `{db}`.district"
+SELECT_LIMITS = "SELECT @@max_connections, @@max_prepared_stmt_count"
+STATUS_COUNTERS = ("SHOW GLOBAL STATUS WHERE Variable_name IN "
+                   "('Com_commit', 'Com_rollback', 'Threads_connected', 'Prepared_stmt_count')")
+
+
+# ---------------------------------------------------------------------------
+# Plan
+
+
+@dataclass
+class RunPlan:
+    """What a run will do, decided before anything starts (printable)."""
+
+    database: str
+    mode: str
+    clients: int
+    warehouses: int
+    loaded_warehouses: int
+    workers: int
+    clients_per_worker: list[int]
+    warmup: float
+    duration: float
+    interval: float
+    keying_and_think: bool
+    max_connections: int
+    server: str
+    constants: dict[str, int]  # NURand C-Run values (clause 2.1.6)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def default_workers(clients: int) -> int:
+    return max(1, min(clients, os.cpu_count() or 1))
+
+
+def client_split(clients: int, workers: int) -> list[list[int]]:
+    """Client numbers per worker, round-robin (so each worker holds every warehouse)."""
+    return [list(range(k, clients, workers)) for k in range(workers)]
+
+
+def schedule(warmup: float, duration: float, interval: float, tick: float = TICK_SECONDS) -> list[tuple[float, str]]:
+    """Offsets from t0 at which workers ship a snapshot, with what the parent does there.
+
+    Kinds: ``warmup`` (warm-up delta), ``start`` (end of warm-up: measuring
+    starts after it), ``tick`` (measured delta), ``interval`` (measured delta,
+    then close a report interval), ``end`` (last measured delta, close, stop).
+    """
+    tick = min(tick, interval)
+    out: dict[float, str] = {}
+    k = 1
+    while k * tick < warmup - 1e-9:
+        out[round(k * tick, 6)] = "warmup"
+        k += 1
+    if warmup > 0:
+        out[round(warmup, 6)] = "start"
+    k = 1
+    while k * tick < duration - 1e-9:
+        out[round(warmup + k * tick, 6)] = "tick"
+        k += 1
+    j = 1
+    while j * interval < duration - 1e-9:
+        out[round(warmup + j * interval, 6)] = "interval"
+        j += 1
+    out[round(warmup + duration, 6)] = "end"
+    return sorted(out.items())
+
+
+def _status(cur) -> dict[str, int]:
+    cur.execute(STATUS_COUNTERS)
+    return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in cur.fetchall()}
+
+
+def preflight(spec, cfg: RunConfig) -> RunPlan:
+    """Check the server and schema can take this run; refuse with the fix otherwise.  Changes nothing."""
+    db = cfg.database
+    conn = spec.with_database(None).connect()
+    try:
+        present = schema.present_tables(conn, db)
+        complete = all(t in present for t in schema.TABLES)
+        loaded = schema.warehouse_count(conn, db) if complete else 0
+        if loaded == 0:
+            raise WorkloadError(f"database {db!r} on {spec.describe()} holds no loaded TPC-C schema; "
+                                f"load one first with `innotier tpcc load --warehouses N --database {db}`")
+        warehouses = cfg.warehouses or loaded
+        if warehouses > loaded:
+            raise UsageError(f"--warehouses {warehouses} is more than the {loaded} loaded in {db!r}; "
+                             f"give --warehouses {loaded} or less, or reload with `innotier tpcc load "
+                             f"--warehouses {warehouses} --drop`")
+        constants = schema.run_constants(conn, db)
+        cur = conn.cursor()
+        cur.execute(SELECT_LIMITS)
+        max_connections, max_prepared = (int(v) for v in cur.fetchone())
+        status = _status(cur)
+        in_use = status.get("Threads_connected", 1)
+        if cfg.clients + in_use > max_connections:
+            raise UsageError(f"--clients {cfg.clients} needs {cfg.clients} connections but the server's "
+                             f"max_connections is {max_connections} with {in_use} in use; raise max_connections "
+                             f"(SET GLOBAL max_connections = {cfg.clients + in_use + 10}) or use fewer clients")
+        if cfg.mode == "statements":
+            per_client = sum(len(m.CLIENT_STATEMENTS) for m in MODULES.values())
+            need = cfg.clients * per_client + status.get("Prepared_stmt_count", 0)
+            if need > max_prepared:
+                raise UsageError(f"--mode statements with --clients {cfg.clients} prepares {need} statements but "
+                                 f"the server's max_prepared_stmt_count is {max_prepared}; raise it (SET GLOBAL "
+                                 f"max_prepared_stmt_count = {need + 1000}), use fewer clients or --mode procedures")
+        cur.execute("SELECT VERSION()")
+        server = cur.fetchone()[0]
+        cur.close()
+    finally:
+        conn.close()
+    workers = cfg.workers or default_workers(cfg.clients)
+    if workers < 1:
+        raise UsageError(f"--workers {workers} is not valid; give 1 or more")
+    workers = min(workers, cfg.clients)
+    return RunPlan(database=db, mode=cfg.mode, clients=cfg.clients, warehouses=warehouses, loaded_warehouses=loaded,
+                   workers=workers, clients_per_worker=[len(c) for c in client_split(cfg.clients, workers)],
+                   warmup=cfg.warmup, duration=cfg.duration, interval=cfg.interval,
+                   keying_and_think=cfg.keying_and_think, max_connections=max_connections,
+                   server=str(server), constants=constants.to_dict())
+
+
+# ---------------------------------------------------------------------------
+# Worker process
+
+
+@dataclass
+class WorkerTask:
+    worker: int
+    spec: Any  # ConnectionSpec (with database)
+    mode: str
+    clients: list[int]
+    warehouses: int
+    constants: RunConstants
+    warmup: float
+    duration: float
+    interval: float
+    keying_and_think: bool
+    seed: int
+
+
+@dataclass
+class _WorkerState:
+    m: Measurement
+    lock: threading.Lock
+    stop: threading.Event
+    lost: list[str] = field(default_factory=list)
+
+
+def _terminal_loop(task: WorkerTask, term, session, st: _WorkerState) -> None:
+    procedures = task.mode == "procedures"
+    think = task.keying_and_think
+    deck = mix.Deck(term.rng)
+
+    record, lock, stop = st.m.record, st.lock, st.stop
+    perf = time.perf_counter
+    while not stop.is_set():
+        op = deck.draw()
+        mod = MODULES[op]
+        x = mod.make_input(term)
+        if think and stop.wait(mix.keying_seconds(op)):
+            return
+        for _attempt in range(MAX_RETRIES):
+            t = perf()
+            try:
+                if procedures:
+                    session.call(mod.call_sql(x))
+                else:
+                    mod.run_statements(session, x)
+                outcome = "commit"
+            except Rollback:
+                outcome = "rollback"
+            except Exception as exc:  # classified below; nothing is swallowed
+                outcome = classify(exc)
+                if outcome == "lost":
+                    with lock:
+                        record(op, perf() - t, "error")
+                    st.lost.append(f"{getattr(exc, 'errno', '')} {getattr(exc, 'msg', exc)}".strip())
+                    stop.set()
+                    return
+                if not procedures:
+                    try:
+                        session.rollback()
+                    except Exception:  # the connection may be broken; the next statement will tell
+                        pass
+            dt = perf() - t
+            with lock:
+                record(op, dt, outcome)
+            if outcome != "retry" or stop.is_set():
+                break
+        if think and stop.wait(mix.think_seconds(op, term.rng)):
+            return
+
+
+def _sleep_until(deadline: float, abort: Any, st: _WorkerState) -> None:
+    """Sleep until the monotonic deadline, waking early if the parent aborts or a terminal lost the server."""
+    while not (abort.is_set() or st.lost):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        st.stop.wait(min(left, 0.1))
+
+
+def worker_main(task: WorkerTask, out: Any, go: Any, abort: Any, t0: Any) -> None:
+    """Entry point of a worker process: connect, wait for go, run until the end tick, ship snapshots."""
+
+    st = _WorkerState(m=Measurement(), lock=threading.Lock(), stop=threading.Event())
+    sessions = []
+    try:
+        for c in task.clients:
+            sessions.append(Session(task.spec, autocommit=task.mode == "procedures"))
+    except Exception as exc:
+        out.put(("failed", task.worker, f"{getattr(exc, 'msg', exc)}"))
+        return
+    out.put(("ready", task.worker, os.getpid()))
+    while not go.wait(0.2):
+        if abort.is_set():
+            return
+    start = t0.value
+    threading.stack_size(THREAD_STACK_BYTES)
+    if task.warmup <= 0:
+        st.m.start_measuring()
+    rng = random.Random(task.seed)
+    threads = []
+    for c, s in zip(task.clients, sessions):
+        term = Terminal.for_client(c, task.warehouses, task.constants, seed=rng.randrange(1 << 62))
+        th = threading.Thread(target=_terminal_loop, args=(task, term, s, st), daemon=True, name=f"terminal-{c}")
+        threads.append(th)
+    delay = start - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    for th in threads:
+        th.start()
+    for k, (offset, kind) in enumerate(schedule(task.warmup, task.duration, task.interval)):
+        _sleep_until(start + offset, abort, st)
+        if abort.is_set() or st.lost:
+            break
+        with st.lock:
+            if kind == "end":
+                st.m.finish()
+            snap = st.m.snapshot()
+            if kind == "start":
+                st.m.start_measuring()
+        out.put(("tick", task.worker, k, snap))
+        if kind == "end":
+            break
+    st.stop.set()
+    with st.lock:
+        st.m.finish()
+        final = st.m.snapshot()
+    if st.lost:
+        out.put(("lost", task.worker, st.lost[0], final))
+    for th in threads:
+        th.join(timeout=30)
+    for s in sessions:
+        s.close()
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    out.put(("done", task.worker, {"cpu_seconds": ru.ru_utime + ru.ru_stime, "max_rss_bytes": ru.ru_maxrss * 1024,
+                                   "pid": os.getpid(), "final": final}))
+
+
+# ---------------------------------------------------------------------------
+# Parent
+
+
+def _server_counters(spec, db: str) -> tuple[int, int] | None:
+    """(sum of D_NEXT_O_ID, Com_commit + Com_rollback), or None if the server cannot be reached."""
+    try:
+        conn = spec.with_database(None).connect()
+    except Exception:
+        return None
+    try:
+        cur = conn.cursor()
+        cur.execute(SUM_NEXT_O_ID.format(db=db))
+        orders = int(cur.fetchone()[0] or 0)
+        st = _status(cur)
+        cur.close()
+        return orders, st.get("Com_commit", 0) + st.get("Com_rollback", 0)
+    except Exception:
+        return None
+    finally:
+        try:
+            conn.close()
+        except Exception:
+            pass
+
+
+class _Run:
+    """The parent's side of one run: start workers, merge their ticks, build the result."""
+
+    def __init__(self, spec, cfg: RunConfig, plan: RunPlan, m: Measurement,
+                 on_interval: Callable | None, on_tick: Callable | None) -> None:
+        self.spec, self.cfg, self.plan, self.m = spec, cfg, plan, m
+        self.on_interval, self.on_tick = on_interval, on_tick
+        # fork, not spawn: spawn re-imports the caller's __main__ (a script without a main guard would
+        # run again in every worker).  Everything a worker needs is imported before the fork.
+        self.ctx = mp.get_context("fork")
+        self.out = self.ctx.Queue()
+        self.go, self.abort = self.ctx.Event(), self.ctx.Event()
+        self.t0 = self.ctx.Value("d", 0.0, lock=False)
+        self.procs: list[Any] = []
+        self.failure: str | None = None
+        self.worker_info: dict[int, dict] = {}
+
+    def start_workers(self) -> None:
+        rng = random.Random()
+        constants = RunConstants(**self.plan.constants)
+        for k, clients in enumerate(client_split(self.plan.clients, self.plan.workers)):
+            task = WorkerTask(worker=k, spec=self.spec, mode=self.plan.mode, clients=clients,
+                              warehouses=self.plan.warehouses, constants=constants, warmup=self.plan.warmup,
+                              duration=self.plan.duration, interval=self.plan.interval,
+                              keying_and_think=self.plan.keying_and_think, seed=rng.randrange(1 << 62))
+            p = self.ctx.Process(target=worker_main, args=(task, self.out, self.go, self.abort, self.t0),
+                                 name=f"innotier-tpcc-worker-{k}", daemon=True)
+            p.start()
+            self.procs.append(p)
+
+    def _get(self, timeout: float):
+        try:
+            return self.out.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _dead_worker(self) -> str | None:
+        for k, p in enumerate(self.procs):
+            if not p.is_alive() and k not in self.worker_info:
+                return f"worker process {k} exited with code {p.exitcode}"
+        return None
+
+    def wait_ready(self) -> None:
+        ready: set[int] = set()
+        deadline = time.monotonic() + READY_TIMEOUT + 0.05 * self.plan.clients
+        while len(ready) < len(self.procs):
+            msg = self._get(0.5)
+            if msg is None:
+                dead = self._dead_worker()
+                if dead or time.monotonic() > deadline:
+                    self.abort.set()
+                    raise WorkloadError(f"the TPC-C workers could not start ({dead or 'timed out connecting'}); "
+                                        "check the server is up and accepts that many connections")
+                continue
+            if msg[0] == "failed":
+                self.abort.set()
+                raise ServerError(f"a TPC-C client could not connect to {self.spec.describe()}: {msg[2]}; "
+                                  "check the server is running and accepts the connections")
+            if msg[0] == "ready":
+                ready.add(msg[1])
+
+    def drive(self) -> RunResult:
+        plan, m = self.plan, self.m
+        sched = schedule(plan.warmup, plan.duration, plan.interval)
+        wall0 = time.time() + START_DELAY
+        self.t0.value = time.monotonic() + START_DELAY
+        self.go.set()
+        if plan.warmup <= 0:
+            m.start_measuring()
+            m.measure_started = wall0
+        counters_start = _server_counters(self.spec, plan.database) if plan.warmup <= 0 else None
+        pending: dict[int, dict[int, dict]] = {}
+        n = len(self.procs)
+        k_next = 0
+        ended = False
+        while not ended:
+            msg = self._get(0.5)
+            if msg is None:
+                dead = self._dead_worker()
+                if dead:
+                    self.failure = dead
+                    break
+                limit = self.t0.value + (sched[k_next][0] if k_next < len(sched) else plan.warmup + plan.duration)
+                if time.monotonic() > limit + 30:
+                    self.failure = "the workers stopped reporting for 30 s"
+                    break
+                continue
+            kind = msg[0]
+            if kind == "tick":
+                pending.setdefault(msg[2], {})[msg[1]] = msg[3]
+            elif kind == "lost":
+                self.failure = (f"the server went away during the run ({msg[2]}); the result holds the "
+                                "measurements up to that point")
+                m.merge(msg[3], measured=m.phase == "measure")
+                break
+            elif kind == "done":
+                self.worker_info[msg[1]] = msg[2]
+            while k_next in pending and len(pending[k_next]) == n:
+                offset, what = sched[k_next]
+                measured = what not in ("warmup", "start")
+                for snap in pending.pop(k_next).values():
+                    m.merge(snap, measured=measured)
+                if what == "start":
+                    m.start_measuring()
+                    m.measure_started = wall0 + plan.warmup
+                    counters_start = _server_counters(self.spec, plan.database)
+                elif what in ("interval", "end"):
+                    point = m.close_interval()
+                    if point is not None and self.on_interval:
+                        self.on_interval(point)
+                if self.on_tick:
+                    self.on_tick(what, offset, m)
+                k_next += 1
+                if what == "end":
+                    ended = True
+                    break
+        counters_end = _server_counters(self.spec, plan.database)
+        self.abort.set()
+        if self.failure and m.phase == "measure":
+            point = m.close_interval()
+            if point is not None and self.on_interval:
+                self.on_interval(point)
+        end_wall = time.time() if self.failure else wall0 + plan.warmup + plan.duration
+        m.finish()
+        if m.measure_started is not None:
+            m.measure_ended = end_wall
+        self.collect_done()
+        return self.result(counters_start, counters_end)
+
+    def collect_done(self) -> None:
+        deadline = time.monotonic() + 60
+        while len(self.worker_info) < len(self.procs) and time.monotonic() < deadline:
+            msg = self._get(0.5)
+            if msg is None:
+                if all(not p.is_alive() for p in self.procs):
+                    break
+                continue
+            if msg[0] == "done":
+                self.worker_info[msg[1]] = msg[2]
+        for p in self.procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+
+    def result(self, start: tuple[int, int] | None, end: tuple[int, int] | None) -> RunResult:
+        plan, m = self.plan, self.m
+        secs = m.measured_seconds
+        nopm = tpm = None
+        if start and end and secs > 0:
+            nopm = round((end[0] - start[0]) * 60.0 / secs, 1)
+            tpm = round((end[1] - start[1]) * 60.0 / secs, 1)
+        ru_self = resource.getrusage(resource.RUSAGE_SELF)
+        worker_cpu = sum(w.get("cpu_seconds", 0.0) for w in self.worker_info.values())
+        worker_rss = sum(w.get("max_rss_bytes", 0) for w in self.worker_info.values())
+        extra = {
+            "plan": plan.to_dict(),
+            "server": plan.server,
+            "workers": plan.workers,
+            "client_cpu_seconds": round(worker_cpu, 3),
+            "parent_cpu_seconds": round(ru_self.ru_utime + ru_self.ru_stime, 3),
+            "client_rss_bytes": worker_rss,
+            "parent_rss_bytes": ru_self.ru_maxrss * 1024,
+            "labels": dict(self.cfg.labels),
+        }
+        return RunResult.from_measurement(
+            m, driver="builtin", mode=plan.mode, warehouses=plan.warehouses, clients=plan.clients,
+            warmup_seconds=plan.warmup, nopm=nopm, tpm=tpm, complete=self.failure is None,
+            failure=self.failure, extra=extra)
+
+    def stop(self) -> None:
+        self.abort.set()
+        for p in self.procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+
+
+def run(spec, cfg: RunConfig, measurement: Measurement | None = None,
+        on_interval: Callable | None = None, *, on_tick: Callable | None = None,
+        on_plan: Callable[[RunPlan], None] | None = None) -> RunResult:
+    """Run the built-in driver; return the result (``complete=False`` with ``failure`` if the server went away).
+
+    ``on_interval(point)`` is called with each closed IntervalPoint; ``on_tick(kind,
+    offset, measurement)`` after each merged tick (warm-up included), for live progress.
+    """
+    cfg.validate()
+    spec = spec.with_database(cfg.database)
+    plan = preflight(spec, cfg)
+    if on_plan:
+        on_plan(plan)
+    if plan.mode == "procedures":
+        from tuner.tpcc import procedures
+
+        conn = spec.connect()
+        try:
+            procedures.install(conn, plan.database)
+        finally:
+            conn.close()
+    m = measurement or Measurement()
+    r = _Run(spec, cfg, plan, m, on_interval, on_tick)
+    try:
+        r.start_workers()
+        r.wait_ready()
+        return r.drive()
+    finally:
+        r.stop()
+

@@ -1,0 +1,186 @@
+"""Stopping and starting the server a move works on, and where its placement option file goes.
+
+Two kinds of server:
+
+- a sandbox (``tuner.sandbox``): stop/start through the sandbox (clean or slow shutdown,
+  pid checked before signalling); the placement goes to ``conf.d/50-innotier-placement.cnf``,
+  which my.cnf includes last, so it wins.
+- a system server: ``systemctl stop/start UNIT`` when systemd is PID 1; otherwise innotier
+  cannot drive it and says what to run.  The placement goes to a drop-in in the server's
+  conf.d (``99-innotier-placement.cnf``, sorted last).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.errors import MoveError
+from tuner.server import ConnectionSpec, Flavor, ServerModel
+
+SANDBOX_PLACEMENT = "50-innotier-placement.cnf"
+SYSTEM_PLACEMENT = "99-innotier-placement.cnf"
+
+# conf.d directories of packaged servers, most specific first (Debian MariaDB, Debian/Ubuntu MySQL, RHEL, generic)
+SYSTEM_CONF_DIRS = ("etc/mysql/mariadb.conf.d", "etc/mysql/mysql.conf.d", "etc/my.cnf.d", "etc/mysql/conf.d")
+UNIT_DIRS = ("etc/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+UNITS = {Flavor.MARIADB: ("mariadb.service", "mysql.service"),
+         Flavor.MYSQL: ("mysql.service", "mysqld.service"),
+         Flavor.PERCONA: ("mysql.service", "mysqld.service")}
+
+
+def systemd_is_pid1(proc_root: str = "/proc") -> bool:
+    try:
+        return Path(proc_root, "1", "comm").read_text().strip() == "systemd"
+    except OSError:
+        return False
+
+
+def system_conf_dir(root: str = "/") -> Path:
+    for rel in SYSTEM_CONF_DIRS:
+        p = Path(root, rel)
+        if p.is_dir():
+            return p
+    raise MoveError("no conf.d directory for a system server found (looked for "
+                    f"{', '.join('/' + r for r in SYSTEM_CONF_DIRS)}); create the one your my.cnf includes")
+
+
+def system_unit(flavor: Flavor, root: str = "/") -> str | None:
+    for unit in UNITS.get(flavor, ()):
+        if any(Path(root, d, unit).exists() for d in UNIT_DIRS):
+            return unit
+    return None
+
+
+@dataclass
+class SandboxControl:
+    name: str
+    kind: str = "sandbox"
+
+    def sandbox(self):
+        from tuner.sandbox import Sandbox
+
+        return Sandbox.load(self.name)  # reloaded each time: a datadir move rewrites sandbox.json
+
+    def describe(self) -> str:
+        return f"sandbox {self.name}"
+
+    def state(self) -> str:
+        return self.sandbox().state().value
+
+    def stop(self, mode: str) -> float:
+        return self.sandbox().stop(mode)
+
+    def start(self) -> float:
+        return self.sandbox().start()
+
+    def stop_hint(self, mode: str = "clean") -> str:
+        return f"innotier sandbox stop {self.name}" + (" --slow" if mode == "slow" else "")
+
+    def start_hint(self) -> str:
+        return f"innotier sandbox start {self.name}"
+
+    def placement_file(self) -> Path:
+        return self.sandbox().conf_d / SANDBOX_PLACEMENT
+
+    def record_files(self) -> list[Path]:
+        """Files besides the placement that a datadir move rewrites (saved before, restored on rollback)."""
+        sb = self.sandbox()
+        return [sb.path / "sandbox.json", sb.cnf]
+
+    def connection_spec(self) -> ConnectionSpec:
+        return self.sandbox().connection_spec()
+
+    def can_drive(self) -> tuple[bool, str]:
+        return True, ""
+
+
+@dataclass
+class SystemdControl:
+    unit: str
+    spec: ConnectionSpec
+    conf_dir: str
+    kind: str = "system"
+
+    def describe(self) -> str:
+        return f"system server ({self.unit})"
+
+    def can_drive(self) -> tuple[bool, str]:
+        if os.geteuid() != 0:
+            return False, "innotier must run as root to stop and start a system server"
+        if not systemd_is_pid1():
+            return False, "systemd is not PID 1 here, so innotier cannot stop and start the system server"
+        return True, ""
+
+    def _systemctl(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=900)
+
+    def state(self) -> str:
+        out = self._systemctl("is-active", self.unit).stdout.strip()
+        if out in ("active", "activating", "reloading", "deactivating"):
+            return "running"
+        return "crashed" if out == "failed" else "stopped"
+
+    def stop(self, mode: str) -> float:
+        import time
+
+        t0 = time.monotonic()
+        if mode == "slow":
+            conn = self.spec.connect()
+            conn.cursor().execute("SET GLOBAL innodb_fast_shutdown = 0")
+            conn.close()
+        r = self._systemctl("stop", self.unit)
+        if r.returncode != 0:
+            raise MoveError(f"`systemctl stop {self.unit}` failed: {r.stderr.strip()}; check `journalctl -u {self.unit}`")
+        return time.monotonic() - t0
+
+    def start(self) -> float:
+        import time
+
+        t0 = time.monotonic()
+        r = self._systemctl("start", self.unit)
+        if r.returncode != 0:
+            raise MoveError(f"`systemctl start {self.unit}` failed: {r.stderr.strip()}; check `journalctl -u {self.unit}`")
+        return time.monotonic() - t0
+
+    def stop_hint(self, mode: str = "clean") -> str:
+        pre = "mariadb -e 'SET GLOBAL innodb_fast_shutdown=0' && " if mode == "slow" else ""
+        return f"{pre}systemctl stop {self.unit}"
+
+    def start_hint(self) -> str:
+        return f"systemctl start {self.unit}"
+
+    def placement_file(self) -> Path:
+        return Path(self.conf_dir) / SYSTEM_PLACEMENT
+
+    def record_files(self) -> list[Path]:
+        return []
+
+    def connection_spec(self) -> ConnectionSpec:
+        return self.spec
+
+
+def control_for(model: ServerModel, spec: ConnectionSpec, service: str | None = None, etc_root: str = "/"):
+    if model.managed == "sandbox" and model.sandbox:
+        return SandboxControl(model.sandbox)
+    unit = service or system_unit(model.flavor, etc_root) or "mariadb.service"
+    return SystemdControl(unit=unit, spec=spec, conf_dir=str(system_conf_dir(etc_root)))
+
+
+def server_user(model: ServerModel, source_dir: str) -> tuple[int, int, str]:
+    """(uid, gid, name) the server's files belong to: mysql for system servers, the source's owner for sandboxes."""
+    if model.managed == "system":
+        try:
+            pw = pwd.getpwnam("mysql")
+            return pw.pw_uid, pw.pw_gid, "mysql"
+        except KeyError:
+            pass
+    st = os.stat(source_dir)
+    try:
+        name = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        name = str(st.st_uid)
+    return st.st_uid, st.st_gid, name

@@ -1,0 +1,536 @@
+"""Carry out a plan under the journal: apply, resume, rollback, finalize.
+
+Every state's work is idempotent (see ``journal.py`` for the contract), so ``resume``
+simply runs the first state that is not ``done``.  A failure inside a step rolls the
+move back automatically (server back on the old location, verified); a crash (SIGKILL,
+power cut) leaves the journal for ``innotier move resume`` or ``innotier move rollback``.
+A step that finds the world in a state it must not touch (the server running during an
+offline step) halts without rolling back: the operator decides.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from tuner.durable import fsync_dir, write_atomic
+from tuner.errors import InnotierError, MoveError
+from tuner.server import ServerModel, model_from_variables
+
+from datadir_mover import apparmor
+from datadir_mover.move import components, verify
+from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
+from datadir_mover.move.journal import STATES, Journal, crash_point, moves_dir
+from datadir_mover.move.plan import Plan
+
+Echo = Callable[[str], None]
+ProgressFactory = Callable[[str, int], Callable[[int], None]]  # (description, total bytes) -> advance(n)
+
+
+class MoveHalted(MoveError):
+    """The move stopped where it is, on purpose; the journal is kept for resume or rollback."""
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def _no_progress(_: str, __: int) -> Callable[[int], None]:
+    return lambda n: None
+
+
+def model_stub(plan: Plan) -> ServerModel:
+    """Enough of the server model to name a component's files without connecting (rollback, finalize)."""
+    s = plan.server
+    return model_from_variables({"version": s["version"], "version_comment": s["flavor"],
+                                 "datadir": s["datadir"], "innodb_page_size": s["page_size"],
+                                 "innodb_data_file_path": s.get("data_file_path", "ibdata1:12M:autoextend"),
+                                 "innodb_undo_tablespaces": s.get("undo_tablespaces", "")})
+
+
+class Executor:
+    def __init__(self, plan: Plan, journal: Journal, echo: Echo = _quiet, progress: ProgressFactory = _no_progress,
+                 on_state: Callable[[str], None] | None = None):
+        self.on_state = on_state or (lambda state: None)  # observers (progress displays, benchmarks)
+        self.plan = plan
+        self.journal = journal
+        self.echo = echo
+        self.progress = progress
+        self.control = plan.control_obj()
+        self._lock_conn = None
+
+    # ------------------------------------------------------------------ apply / resume
+
+    @classmethod
+    def create(cls, plan: Plan, echo: Echo = _quiet, progress: ProgressFactory = _no_progress) -> "Executor":
+        journal = Journal.create(moves_dir() / plan.move_id, plan.to_dict())
+        return cls(plan, journal, echo, progress)
+
+    @classmethod
+    def open(cls, journal: Journal, echo: Echo = _quiet, progress: ProgressFactory = _no_progress) -> "Executor":
+        return cls(Plan.from_dict(journal.plan()), journal, echo, progress)
+
+    def run(self) -> dict[str, Any]:
+        """Run (or resume) the move until COMMIT; return the summary."""
+        if self.journal.phase != "open":
+            raise MoveError(f"move {self.plan.move_id} is {self.journal.phase.replace('_', ' ')}; nothing to resume")
+        if self.journal.last() and self.journal.last().state == "ROLLBACK":
+            raise MoveError(f"move {self.plan.move_id} was being rolled back; finish it with `innotier move rollback`")
+        self.journal.lock()
+        try:
+            while (state := self.journal.next_state()) is not None:
+                if state == "PRECOPY" and not self.plan.precopy:
+                    self.journal.begin(state, skipped=True)
+                    self.journal.finish(state, skipped=True)
+                    continue
+                self._run_state(state)
+            return self.summary()
+        finally:
+            self._release_read_lock()
+            self.journal.unlock()
+
+    def _run_state(self, state: str) -> None:
+        handler = getattr(self, f"_do_{state.lower()}")
+        self.echo(f"{state.lower().replace('_', ' ')}...")
+        self.on_state(state)
+        self.journal.begin(state)
+        try:
+            data = handler() or {}
+        except MoveHalted:
+            self._release_read_lock()
+            raise
+        except (InnotierError, OSError) as exc:
+            self._release_read_lock()
+            reason = str(exc)
+            self.echo(f"{state} failed: {reason}; rolling back")
+            try:
+                self._rollback(reason=f"{state} failed: {reason}")
+            except Exception as exc2:  # the rollback itself failed: leave the journal for the operator
+                raise MoveError(f"move failed in {state} ({reason}) and the automatic rollback failed too ({exc2}); "
+                                f"fix that and run `innotier move rollback --id {self.plan.move_id}`") from None
+            raise MoveError(f"move failed in {state}: {reason}; rolled back: {self.control.describe()} uses "
+                            f"{self.plan.source_dir} again, verified") from None
+        self.journal.finish(state, **data)
+
+    # ------------------------------------------------------------------ the states
+
+    def _do_plan(self) -> dict[str, Any]:
+        """Save what SWITCH will overwrite, so rollback can put it back byte for byte."""
+        before = {"placement": self.plan.placement_before,
+                  "records": {p: (Path(p).read_text() if Path(p).exists() else None) for p in self.plan.record_files}}
+        aa = self.plan.apparmor_change()
+        if aa.local_path and Path(aa.local_path).exists():
+            before["apparmor_local"] = Path(aa.local_path).read_text()
+        self.journal.save_json("before.json", before)
+        return {}
+
+    def _do_precopy(self) -> dict[str, Any]:
+        self._ensure_target()
+        entries = self._entries()
+        total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
+        manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries,
+                                 progress=self.progress("pre-copy (server running)", total),
+                                 after_file=self._mid("PRECOPY"), verify=True)
+        self.journal.save_json("precopy-manifest.json", manifest.to_dict())
+        return {"files": st.files_copied, "bytes": st.bytes_copied, "seconds": round(st.seconds, 3)}
+
+    def _do_shutdown(self) -> dict[str, Any]:
+        state = self.control.state()
+        data: dict[str, Any] = {"stop_began_at": time.time()}  # refined below when this step stops the server
+        if state == "crashed":
+            raise MoveHalted(f"{self.control.describe()} crashed or was killed before the move stopped it; start it "
+                             "(it recovers), then `innotier move rollback`")
+        if state == "running":
+            if self.plan.no_shutdown:
+                raise MoveHalted(f"{self.control.describe()} is still running, but this move expects it stopped "
+                                 f"(--no-shutdown); stop it ({self.plan.control['stop_hint']}) and run "
+                                 f"`innotier move resume --id {self.plan.move_id}`")
+            data["read_lock_at"] = time.time()
+            self._checksum_under_read_lock(data)
+            crash_point("SHUTDOWN:mid")
+            self.echo(f"stopping {self.control.describe()} ({self.plan.shutdown_mode} shutdown)")
+            data["stop_began_at"] = time.time()
+            self.control.stop(self.plan.shutdown_mode)
+            self._release_read_lock()
+        data["stopped_at"] = time.time()
+        self._require_stopped("SHUTDOWN")
+        if self.journal.load_json("checksums-before.json") is None:
+            data["note"] = "the server was already stopped: no table checksums from before the move"
+        return data
+
+    def _do_copy(self) -> dict[str, Any]:
+        self._require_stopped("COPY")
+        self._ensure_target()
+        if not components.get(self.plan.component).copies_files:
+            self.journal.save_json("copy-manifest.json", Manifest(self.plan.source_dir, self.plan.target_dir).to_dict())
+            return {"files": 0, "bytes": 0}
+        previous = self.journal.load_json("precopy-manifest.json") if self.plan.precopy else None
+        prev = Manifest.from_dict(previous) if previous else None
+        entries = self._entries()
+        total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
+        manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=prev,
+                                 progress=self.progress("copy (server stopped)", total),
+                                 after_file=self._mid("COPY"), verify=False)
+        self.journal.save_json("copy-manifest.json", manifest.to_dict())
+        return {"files": st.files_copied, "bytes": st.bytes_copied, "files_unchanged_since_precopy": st.files_skipped,
+                "bytes_unchanged_since_precopy": st.bytes_skipped, "seconds": round(st.seconds, 3)}
+
+    def _do_verify(self) -> dict[str, Any]:
+        self._require_stopped("VERIFY")
+        manifest = Manifest.from_dict(self.journal.load_json("copy-manifest.json"))
+        changed = recheck_sources(manifest)
+        if changed:
+            raise MoveError(f"{len(changed)} source files changed while the server was stopped "
+                            f"({', '.join(changed[:3])}); something else writes to {self.plan.source_dir}")
+        t0 = time.monotonic()
+        verify_tree(manifest)
+        self.journal.save_json("copy-manifest.json", manifest.to_dict())
+        return {"files": sum(1 for r in manifest.records.values() if r.kind == "file"),
+                "seconds": round(time.monotonic() - t0, 3)}
+
+    def _do_switch(self) -> dict[str, Any]:
+        self._require_stopped("SWITCH")
+        self._ensure_target()
+        write_atomic(self.plan.placement_file, self.plan.placement_after, mode=0o644)
+        crash_point("SWITCH:mid")
+        if self.plan.component == "datadir" and self.plan.control["kind"] == "sandbox":
+            sb = self.control.sandbox()
+            sb.datadir = self.plan.target_dir  # the sandbox record follows, so start() and destroy() see it
+            sb.save()
+            sb.write_cnf()
+        apparmor.apply(self.plan.apparmor_change())
+        return {"placement_file": self.plan.placement_file}
+
+    def _do_start(self) -> dict[str, Any]:
+        if self.control.state() != "running" and not self._wait_for_starting_server():
+            seconds = self.control.start()
+        else:
+            seconds = 0.0
+        self._wait_accepting()
+        started = time.time()
+        self._take_read_lock()  # no client write may land before the checksums are compared
+        return {"started_at": started, "start_seconds": round(seconds, 3)}
+
+    def _do_verify_server(self) -> dict[str, Any]:
+        """Paths, checksums and TPC-C checks, under a global read lock taken right after start.
+
+        A failure here halts instead of rolling back: the server has been up on the new
+        location, and only the operator can tell a client's write from damage.
+        """
+        before = self.journal.load_json("checksums-before.json")
+        spec = self.plan.connection_spec()
+        if self._lock_conn is None:
+            self._take_read_lock()
+        try:
+            result = verify.check_server(spec, self.plan.component, self.plan.target_dir, before)
+            verify.require_ok(result, self.plan.component, self.plan.target_dir)
+        except MoveError as exc:
+            raise MoveHalted(f"{exc}; the server runs on {self.plan.target_dir}: if clients wrote between the start "
+                             "and the check this is expected (`innotier move resume` checks again), otherwise "
+                             f"`innotier move rollback --id {self.plan.move_id}` returns to the old files") from None
+        finally:
+            self._release_read_lock()
+        return result.to_dict()
+
+    def _do_commit(self) -> dict[str, Any]:
+        return self.timings()
+
+    # ------------------------------------------------------------------ rollback
+
+    def rollback(self, reason: str = "asked by the operator") -> dict[str, Any]:
+        phase = self.journal.phase
+        if phase in ("committed", "finalized"):
+            raise MoveError(f"move {self.plan.move_id} is {phase}: the server has run on {self.plan.target_dir} since, "
+                            f"so the source is stale; to go back, move again (`innotier move plan "
+                            f"{self.plan.component} --to {self.plan.source_dir}`) after finalizing this one")
+        if phase == "rolled_back":
+            raise MoveError(f"move {self.plan.move_id} is already rolled back")
+        self.journal.lock()
+        try:
+            return self._rollback(reason)
+        finally:
+            self.journal.unlock()
+
+    def _rollback(self, reason: str) -> dict[str, Any]:
+        self.journal.begin("ROLLBACK", reason=reason)
+        switched = self.journal.began("SWITCH")
+        # the "before" checksums still describe the old files only if the server stopped while the read lock
+        # was held (SHUTDOWN done, or begun and the server is found stopped); otherwise writes may have followed
+        frozen = self.journal.done("SHUTDOWN") or (self.journal.began("SHUTDOWN") and
+                                                   (switched or self.control.state() != "running"))
+        if switched:
+            if self.control.state() == "running":
+                self.echo(f"stopping {self.control.describe()} (it may run on the new location)")
+                self.control.stop("clean")
+            self._restore_before()
+            apparmor.remove(self.plan.apparmor_change())
+        removed = self._remove_target()
+        started = False
+        if self.plan.was_running and self.control.state() != "running":
+            if self.control.state() == "crashed":
+                raise MoveError(f"{self.control.describe()} crashed during the move; start it with recovery "
+                                "(`innotier sandbox start NAME --recover`), then run `innotier move rollback` again")
+            self.echo(f"starting {self.control.describe()} on {self.plan.source_dir}")
+            self.control.start()
+            started = True
+        check: dict[str, Any] = {}
+        if self.control.state() == "running":
+            self._wait_accepting()
+            before = self.journal.load_json("checksums-before.json") if frozen and started else None
+            if before is not None:
+                self._take_read_lock()
+            try:
+                result = verify.check_server(self.plan.connection_spec(), self.plan.component, self.plan.source_dir,
+                                             before)
+            finally:
+                self._release_read_lock()
+            verify.require_ok(result, self.plan.component, self.plan.source_dir)
+            check = result.to_dict()
+        self.journal.finish("ROLLBACK", removed=removed, started=started, check=check)
+        return {"removed": removed, "started": started, "check": check}
+
+    def _restore_before(self) -> None:
+        before = self.journal.load_json("before.json") or {"placement": self.plan.placement_before, "records": {}}
+        pf = Path(self.plan.placement_file)
+        if before.get("placement") is None:
+            if pf.exists():
+                pf.unlink()
+                fsync_dir(pf.parent)
+        else:
+            write_atomic(pf, before["placement"], mode=0o644)
+        for path, text in (before.get("records") or {}).items():
+            if text is not None:
+                write_atomic(path, text, mode=0o600 if path.endswith("client.cnf") else 0o644)
+
+    def _remove_target(self) -> int:
+        """Remove what this move wrote into the target; the target directory too when the move created it."""
+        target = Path(self.plan.target_dir)
+        if not target.exists():
+            return 0
+        if not self.plan.target_exists or self.plan.component == "datadir":
+            # the target was new or empty (preflight): everything in it is the move's
+            n = sum(1 for _ in target.rglob("*"))
+            if not self.plan.target_exists:
+                shutil.rmtree(target)
+                fsync_dir(target.parent)
+            else:
+                for child in target.iterdir():
+                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+                fsync_dir(target)
+            return n
+        n = 0
+        for name in components.top_names(self.plan.component, model_stub(self.plan), str(target)):
+            p = target / name
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+            n += 1
+        fsync_dir(target)
+        return n
+
+    # ------------------------------------------------------------------ finalize
+
+    def finalize(self) -> dict[str, Any]:
+        last = self.journal.last()
+        if self.journal.phase == "finalized":
+            raise MoveError(f"move {self.plan.move_id} is already finalized")
+        if self.journal.phase != "committed":
+            raise MoveError(f"move {self.plan.move_id} is not committed ({self.journal.describe()}); only a committed "
+                            "move's source can be removed")
+        self.journal.lock()
+        try:
+            self._require_server_on_target()
+            if not (last and last.state == "FINALIZE"):
+                self.journal.begin("FINALIZE")
+            manifest = Manifest.from_dict(self.journal.load_json("copy-manifest.json"))
+            removed, kept = self._remove_source(manifest)
+            data = {"removed": removed, "kept": kept}
+            self.journal.finish("FINALIZE", **data)
+            return data
+        finally:
+            self.journal.unlock()
+
+    def _require_server_on_target(self) -> None:
+        state = self.control.state()
+        if state == "running":
+            from tuner.server import inspect
+
+            where = components.source_dir(self.plan.component, inspect(self.plan.connection_spec()))
+            if os.path.realpath(where) != os.path.realpath(self.plan.target_dir):
+                raise MoveError(f"the server now reports {self.plan.component} at {where}, not "
+                                f"{self.plan.target_dir}; the source is not removed")
+            return
+        from datadir_mover.move import placement
+
+        current = placement.parse(Path(self.plan.placement_file).read_text() if Path(self.plan.placement_file).exists()
+                                  else "")
+        if current.get(self.plan.variable) != self.plan.target_dir:
+            raise MoveError(f"{self.plan.placement_file} no longer places {self.plan.component} at "
+                            f"{self.plan.target_dir}; the source is not removed")
+
+    def _remove_source(self, manifest: Manifest) -> tuple[int, list[str]]:
+        src = Path(self.plan.source_dir)
+        removed, kept = 0, []
+        first = True
+        files = [r for r in manifest.records.values() if r.kind != "dir"]
+        for rec in files:
+            p = src / rec.rel
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                continue  # removed by an earlier, interrupted finalize
+            if rec.kind == "file" and (st.st_size, st.st_mtime_ns, st.st_ino) != (rec.size, rec.mtime_ns, rec.ino):
+                kept.append(rec.rel)  # changed since the copy: not ours to delete
+                continue
+            p.unlink()
+            removed += 1
+            if first:
+                crash_point("FINALIZE:mid")
+                first = False
+        for rec in sorted((r for r in manifest.records.values() if r.kind == "dir"),
+                          key=lambda r: r.rel.count("/"), reverse=True):
+            try:
+                (src / rec.rel).rmdir()
+                removed += 1
+            except OSError:
+                kept.append(rec.rel + "/")
+        if self.plan.component == "datadir":
+            for leftover in src.iterdir() if src.exists() else []:
+                if components.DATADIR_SKIP.match(leftover.name) and leftover.is_file():
+                    leftover.unlink()  # ibtmp1: recreated at start, never copied
+            if src.exists() and not any(src.iterdir()) and not os.path.ismount(src):
+                src.rmdir()
+        elif self.plan.component != "tmpdir" and src.exists() and not any(src.iterdir()) and not os.path.ismount(src):
+            src.rmdir()  # an emptied component directory (e.g. a tier's redo/ left by an earlier move)
+        if src.exists():
+            fsync_dir(src)
+        else:
+            fsync_dir(src.parent)
+        return removed, kept
+
+    # ------------------------------------------------------------------ helpers
+
+    def _entries(self):
+        names = components.top_names(self.plan.component, model_stub(self.plan), self.plan.source_dir)
+        return walk(self.plan.source_dir, names)
+
+    def _ensure_target(self) -> None:
+        t = Path(self.plan.target_dir)
+        if not t.exists():
+            t.mkdir(mode=0o700)
+            fsync_dir(t.parent)
+        o = self.plan.owner
+        os.chown(t, o["uid"], o["gid"])
+        os.chmod(t, o["mode"])
+
+    def _mid(self, state: str) -> Callable[[str], None]:
+        fired = {"done": False}
+
+        def hook(_: str) -> None:
+            if not fired["done"]:
+                fired["done"] = True
+                crash_point(f"{state}:mid")
+        return hook
+
+    def _require_stopped(self, state: str) -> None:
+        now = self.control.state()
+        if now != "stopped":
+            raise MoveHalted(f"{self.control.describe()} is {now} during the offline {state} step, where it must be "
+                             f"stopped (something restarted it?); stop it ({self.plan.control['stop_hint']}) and run "
+                             f"`innotier move resume --id {self.plan.move_id}`")
+
+    def _checksum_under_read_lock(self, data: dict[str, Any]) -> None:
+        spec = self.plan.connection_spec()
+        try:
+            self._lock_conn, sums = verify.lock_and_checksum(spec)
+        except InnotierError:
+            if self.journal.load_json("checksums-before.json") is not None:
+                return  # resumed while the server was already shutting down: the saved values stand
+            raise
+        self.journal.save_json("checksums-before.json", sums)
+        data["tables"] = len(sums)
+
+    def _take_read_lock(self) -> None:
+        conn = self.plan.connection_spec().with_database(None).connect()
+        conn.cursor().execute(verify.SQL_READ_LOCK)
+        self._lock_conn = conn
+
+    def _release_read_lock(self) -> None:
+        if self._lock_conn is not None:
+            try:
+                self._lock_conn.close()
+            except Exception:
+                pass  # the server is gone: so is the lock
+            self._lock_conn = None
+
+    def _wait_for_starting_server(self, timeout: float = 120.0) -> bool:
+        """A server another (killed) mover started may still be initializing: wait for it instead of starting twice."""
+        if self.plan.control["kind"] != "sandbox":
+            return False
+        from tuner.sandbox import port_in_use
+
+        sb = self.control.sandbox()
+        deadline = time.monotonic() + timeout
+        while port_in_use(sb.port) or sb.running_pid():
+            if self.control.state() == "running" and sb._ping():
+                return True
+            if time.monotonic() > deadline:
+                raise MoveHalted(f"port {sb.port} of {self.control.describe()} is busy but the server does not answer; "
+                                 "check it and run `innotier move resume` again")
+            time.sleep(0.2)
+        return False
+
+    def _wait_accepting(self, timeout: float = 120.0) -> None:
+        spec = self.plan.connection_spec()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                spec.with_database(None).connect(connection_timeout=2).close()
+                return
+            except InnotierError:
+                if time.monotonic() > deadline:
+                    raise MoveError(f"{self.control.describe()} does not accept connections after start; see its "
+                                    "error log") from None
+                time.sleep(0.2)
+
+    # ------------------------------------------------------------------ reporting
+
+    def timings(self) -> dict[str, Any]:
+        sd = self.journal.data("SHUTDOWN")
+        st = self.journal.data("START")
+        out: dict[str, Any] = {}
+        if sd.get("stop_began_at") and st.get("started_at"):
+            out["downtime_s"] = round(st["started_at"] - sd["stop_began_at"], 3)
+        vs = [r for r in self.journal.records() if r.state == "VERIFY_SERVER" and r.event == "done"]
+        if vs and sd.get("stop_began_at"):
+            out["until_verified_s"] = round(vs[-1].at - sd["stop_began_at"], 3)
+        if vs and sd.get("read_lock_at"):
+            # read lock before shutdown (checksums), server down, read lock after start until verified
+            out["writes_blocked_s"] = round(vs[-1].at - sd["read_lock_at"], 3)
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return {"move_id": self.plan.move_id, "component": self.plan.component, "from": self.plan.source_dir,
+                "to": self.plan.target_dir, "phase": self.journal.phase, "state": self.journal.describe(),
+                "copy": self.journal.data("COPY"), "precopy": self.journal.data("PRECOPY"),
+                "verify_server": self.journal.data("VERIFY_SERVER"), **self.timings()}
+
+
+def status_of(journal: Journal) -> dict[str, Any]:
+    plan = journal.plan()
+    last = journal.last()
+    ex_timings = {}
+    try:
+        ex_timings = Executor(Plan.from_dict(plan), journal).timings()
+    except Exception:
+        pass
+    return {"move_id": plan["move_id"], "component": plan["component"], "server": plan["control"]["describe"],
+            "from": plan["source_dir"], "to": plan["target_dir"], "phase": journal.phase,
+            "last": f"{last.state} {last.event}" if last else None,
+            "at": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last.at)) if last else None,
+            "state": journal.describe(), **ex_timings}
+
+
+__all__ = ["Executor", "MoveHalted", "STATES", "status_of"]

@@ -1,0 +1,245 @@
+"""The mover's journal: an append-only, fsynced record of how far a move got.
+
+Semantics (the contract ``resume`` and ``rollback`` rely on)
+-----------------------------------------------------------
+A move lives in ``$INNOTIER_HOME/moves/<move id>/``: ``plan.json`` (written once, atomically,
+before the journal's first record), ``journal.log`` and the files the steps save there
+(previous option files, checksums taken before shutdown, copy manifests).
+
+``journal.log`` holds one JSON object a line: ``{"state": S, "event": "begin"|"done", "at": t, ...}``.
+Each line is appended and fsynced (``tuner.durable.append_line_durable``) *before* the
+work it announces starts (``begin``) and *after* that work is durable (``done``).  On
+open, a line that does not parse (a write torn by a crash) and everything after it are
+ignored, like BorgBackup's segments after the last COMMIT: the journal's truth is the
+longest valid prefix.
+
+States, in order: PLAN -> PRECOPY (optional, server running) -> SHUTDOWN -> COPY -> VERIFY
+-> SWITCH -> START -> VERIFY_SERVER -> COMMIT, and later FINALIZE (removes the source).
+ROLLBACK can follow any state before COMMIT.
+
+- ``S done`` as the last record: S is complete; ``resume`` carries on with the next state.
+- ``S begin`` as the last record: S may be partly done; ``resume`` runs S again from its
+  start (every step is idempotent: copies overwrite only the move's own files, option
+  files are rewritten whole, stop/start check the server's state first).
+- ``rollback`` is defined from every state before COMMIT: stop the server if it may be
+  running on the new location (SWITCH begun), put back the saved option files (and
+  sandbox record) and remove the AppArmor rules, remove the files the move wrote into the
+  target, start the server on the old location if it was running when the move began,
+  and verify it.  After START began, writes made on the new location since then are
+  discarded (the CLI says so and asks first).  After COMMIT there is nothing to roll
+  back: moving back is a new move.
+- ``finalize`` is only allowed after COMMIT: it removes the source files (FINALIZE begin,
+  one file at a time, FINALIZE done); a crash inside it is resumed by ``finalize`` again.
+- ROLLBACK done, FINALIZE done: the move is closed.
+
+Only one process works on a move at a time: it holds ``flock`` on ``lock`` (released by the
+kernel when the process dies, so a SIGKILLed mover never blocks its own resume).
+
+Crash injection (tests): with ``INNOTIER_MOVE_CRASH_AT=STATE:event`` (event ``begin``,
+``done`` or ``mid``), the process kills itself with SIGKILL right after that record is
+durable (``mid``: after the step's first unit of work), which is what a power cut or an
+OOM kill looks like to the journal.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.durable import append_line_durable, write_json_atomic
+from tuner.errors import MoveError
+
+STATES = ("PLAN", "PRECOPY", "SHUTDOWN", "COPY", "VERIFY", "SWITCH", "START", "VERIFY_SERVER", "COMMIT")
+OFFLINE_STATES = ("COPY", "VERIFY", "SWITCH")  # the server must be stopped while these run
+AFTER_COMMIT = ("FINALIZE",)
+CRASH_ENV = "INNOTIER_MOVE_CRASH_AT"
+
+
+def crash_point(name: str) -> None:
+    """Test hook: SIGKILL this process when ``name`` (``STATE:event``) is the configured crash point."""
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class Record:
+    state: str
+    event: str
+    at: float
+    data: dict[str, Any]
+
+
+class Journal:
+    """One move's journal (see the module docstring for the semantics)."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.dir = Path(directory)
+        self.path = self.dir / "journal.log"
+        self._lock_fd: int | None = None
+
+    # -- creation and reading ------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: str | os.PathLike, plan: dict[str, Any]) -> "Journal":
+        d = Path(directory)
+        if (d / "journal.log").exists():
+            raise MoveError(f"a move journal already exists in {d}; resume it or roll it back")
+        d.mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
+        write_json_atomic(d / "plan.json", plan, mode=0o600)
+        return cls(d)
+
+    def plan(self) -> dict[str, Any]:
+        return json.loads((self.dir / "plan.json").read_text())
+
+    def records(self) -> list[Record]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(errors="replace").splitlines():
+            try:
+                obj = json.loads(line)
+                rec = Record(obj.pop("state"), obj.pop("event"), float(obj.pop("at")), obj)
+            except (ValueError, KeyError, TypeError):
+                break  # torn write: ignore it and everything after it
+            out.append(rec)
+        return out
+
+    def last(self) -> Record | None:
+        recs = self.records()
+        return recs[-1] if recs else None
+
+    def done(self, state: str) -> bool:
+        return any(r.state == state and r.event == "done" for r in self.records())
+
+    def began(self, state: str) -> bool:
+        return any(r.state == state and r.event == "begin" for r in self.records())
+
+    def data(self, state: str) -> dict[str, Any]:
+        """The data of the last ``done`` record of ``state`` (empty when not done)."""
+        for r in reversed(self.records()):
+            if r.state == state and r.event == "done":
+                return r.data
+        return {}
+
+    @property
+    def phase(self) -> str:
+        """open, committed, finalized or rolled_back."""
+        if self.done("ROLLBACK"):
+            return "rolled_back"
+        if self.done("FINALIZE"):
+            return "finalized"
+        if self.done("COMMIT"):
+            return "committed"
+        return "open"
+
+    def next_state(self) -> str | None:
+        """The state ``resume`` runs next (None when COMMIT is done)."""
+        last = self.last()
+        if last is None:
+            return "PLAN"
+        if last.state in STATES:
+            i = STATES.index(last.state)
+            if last.event == "begin":
+                return last.state
+            return STATES[i + 1] if i + 1 < len(STATES) else None
+        return None
+
+    def describe(self) -> str:
+        last = self.last()
+        if last is None:
+            return "empty journal (nothing was done)"
+        phase = self.phase
+        if phase == "rolled_back":
+            return "rolled back: the server uses the old location"
+        if phase == "finalized":
+            return "finalized: the server uses the new location and the source was removed"
+        if phase == "committed" and last.state == "FINALIZE":
+            return "committed; finalize was interrupted: run `innotier move finalize` again"
+        if phase == "committed":
+            return "committed: the server uses the new location; the source stays until `innotier move finalize`"
+        if last.state == "ROLLBACK":
+            return "rollback was interrupted: run `innotier move rollback` again"
+        if last.event == "begin":
+            return (f"stopped inside {last.state} (began, not done): run `innotier move resume` to carry on "
+                    f"or `innotier move rollback` to go back")
+        return (f"stopped after {last.state}: run `innotier move resume` to carry on "
+                f"or `innotier move rollback` to go back")
+
+    # -- writing -----------------------------------------------------------
+
+    def _append(self, state: str, event: str, data: dict[str, Any]) -> None:
+        rec = {"state": state, "event": event, "at": time.time(), **data}
+        append_line_durable(self.path, json.dumps(rec, sort_keys=True, default=str))
+        crash_point(f"{state}:{event}")
+
+    def begin(self, state: str, **data: Any) -> None:
+        self._append(state, "begin", data)
+
+    def finish(self, state: str, **data: Any) -> None:
+        self._append(state, "done", data)
+
+    # -- one worker at a time ----------------------------------------------------
+
+    def lock(self) -> None:
+        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise MoveError(f"move {self.dir.name} is being worked on by another innotier process; "
+                            "wait for it to finish (see `innotier move status`)") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- side files ----------------------------------------------------------------
+
+    def save_json(self, name: str, obj: Any) -> None:
+        write_json_atomic(self.dir / name, obj, mode=0o600)
+
+    def load_json(self, name: str) -> Any | None:
+        p = self.dir / name
+        return json.loads(p.read_text()) if p.exists() else None
+
+
+def moves_dir() -> Path:
+    from tuner.sandbox import innotier_home
+
+    return innotier_home() / "moves"
+
+
+def all_journals() -> list[Journal]:
+    root = moves_dir()
+    if not root.is_dir():
+        return []
+    return [Journal(p) for p in sorted(root.iterdir(), reverse=True) if (p / "plan.json").exists()]
+
+
+def find(move_id: str | None, phases: tuple[str, ...]) -> Journal:
+    """The move named ``move_id``, or the only one in one of ``phases``."""
+    if move_id:
+        j = Journal(moves_dir() / move_id)
+        if not (j.dir / "plan.json").exists():
+            known = ", ".join(x.dir.name for x in all_journals()) or "none"
+            raise MoveError(f"no move {move_id!r} (known: {known}); see `innotier move status`")
+        return j
+    matching = [j for j in all_journals() if j.phase in phases]
+    if not matching:
+        raise MoveError(f"no move is {' or '.join(p.replace('_', ' ') for p in phases)}; "
+                        "see `innotier move status`")
+    if len(matching) > 1:
+        raise MoveError(f"{len(matching)} moves are {' or '.join(phases)} "
+                        f"({', '.join(j.dir.name for j in matching)}); name one with --id")
+    return matching[0]

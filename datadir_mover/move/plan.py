@@ -1,0 +1,375 @@
+"""A move plan: every step, the option-file change, the AppArmor change, space and downtime, before anything changes.
+
+Data flows one way: a ``MoveRequest`` (CLI flags) -> ``inspect()`` -> preflight checks ->
+a ``Plan`` (printable, saved as JSON with ``--save``) -> ``executor.apply``.  A saved
+plan is checked again against the live server before it is applied.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import stat
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import MoveError
+from tuner.server import ConnectionSpec, ServerModel, fetch_status, inspect
+from tuner.units import human_size
+
+from datadir_mover import apparmor, selinux
+from datadir_mover.move import components, placement, preflight
+from datadir_mover.move.control import SandboxControl, control_for, server_user
+from datadir_mover.move.copy import allocated_bytes, logical_bytes, walk
+
+PLAN_VERSION = 1
+RECENT_SECONDS = 60  # files modified this recently are counted as "changed again" for the pre-copy estimate
+TYPICAL_START_S = 3.0  # server start and accept, measured on sandboxes here (2-4 s); an estimate, not a promise
+
+
+@dataclass
+class MoveRequest:
+    component: str
+    target: str
+    precopy: bool = False
+    allow_same_fs: bool = False
+    no_shutdown: bool = False  # the operator stops the server; innotier refuses if it is still running
+    slow_shutdown: bool = False
+    page_size: str | None = None  # a page-size change asked through a move: refused with the reason
+    service: str | None = None  # systemd unit of a system server
+    apparmor_root: str = "/etc/apparmor.d"
+    sys_root: str = "/sys"
+    etc_root: str = "/"
+    probe: bool = True  # measure the copy rate to the target for the downtime estimate
+
+
+@dataclass
+class Step:
+    state: str
+    title: str
+    detail: str
+    offline: bool = False
+
+
+@dataclass
+class Plan:
+    version: int
+    move_id: str
+    created_at: float
+    component: str
+    what: str
+    variable: str
+    source_dir: str
+    target_dir: str
+    target_exists: bool
+    server_key: str
+    server: dict[str, Any]
+    connection: dict[str, Any]
+    control: dict[str, Any]
+    names: list[str]
+    files: int
+    bytes_logical: int
+    bytes_allocated: int
+    space_required: int
+    space_available: int
+    source_fs: dict[str, Any]
+    target_tier: dict[str, Any]
+    owner: dict[str, Any]
+    placement_file: str
+    placement_before: str | None
+    placement_after: str
+    also_options: dict[str, str]
+    record_files: list[str]
+    apparmor: dict[str, Any]
+    selinux: list[str]
+    shutdown_mode: str
+    shutdown_reason: str
+    precopy: bool
+    no_shutdown: bool
+    was_running: bool
+    allow_same_fs: bool
+    estimates: dict[str, float]
+    request: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Plan":
+        if d.get("version") != PLAN_VERSION:
+            raise MoveError(f"plan file version {d.get('version')} is not supported (expected {PLAN_VERSION}); "
+                            "make a new plan with `innotier move plan ... --save FILE`")
+        d = dict(d)
+        d["steps"] = [Step(**s) for s in d.get("steps", [])]
+        return cls(**d)
+
+    def connection_spec(self) -> ConnectionSpec:
+        c = self.connection
+        if c.get("sandbox"):
+            from tuner.sandbox import Sandbox
+
+            return Sandbox.load(c["sandbox"]).connection_spec()
+        ns = type("Args", (), dict(c))()
+        return ConnectionSpec.from_args(ns)
+
+    def control_obj(self):
+        from datadir_mover.move.control import SystemdControl
+
+        c = self.control
+        if c["kind"] == "sandbox":
+            return SandboxControl(c["name"])
+        return SystemdControl(unit=c["unit"], spec=self.connection_spec(), conf_dir=c["conf_dir"])
+
+    def apparmor_change(self) -> apparmor.AppArmorChange:
+        return apparmor.AppArmorChange.from_dict(self.apparmor)
+
+
+def new_move_id(component: str, server_key: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", server_key).strip("-")[:40]
+    return f"{time.strftime('%Y%m%dT%H%M%S')}-{component}-{slug}-{secrets.token_hex(2)}"
+
+
+def _server_key(model: ServerModel) -> str:
+    return f"sandbox:{model.sandbox}" if model.managed == "sandbox" else f"system:{model.socket or model.port}"
+
+
+def _connection_dict(spec: ConnectionSpec) -> dict[str, Any]:
+    """How to reach the server again, without the password (it comes from the defaults file or environment)."""
+    return {"sandbox": spec.sandbox, "socket": spec.socket, "host": spec.host, "port": spec.port,
+            "defaults_file": spec.defaults_file}
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+
+
+def _dirty_bytes(spec: ConnectionSpec, page_size: int) -> int:
+    try:
+        conn = spec.with_database(None).connect()
+        try:
+            st = fetch_status(conn)
+        finally:
+            conn.close()
+        return int(st.get("Innodb_buffer_pool_pages_dirty", 0)) * page_size
+    except Exception:
+        return 0
+
+
+def _probe_rate(entries, source: str, target: str) -> float | None:
+    """Bytes/s of the real copy pipeline (read, hash, write, fsync, read back) on up to 32 MiB into the target's parent."""
+    import stat as st_mod
+    import tempfile
+
+    from datadir_mover.move.copy import copy_file, digest_file
+
+    files = [(rel, st) for rel, st in entries if st_mod.S_ISREG(st.st_mode) and st.st_size > 0]
+    if not files:
+        return None
+    rel, _ = max(files, key=lambda x: x[1].st_size)
+    where = preflight.existing_ancestor(target)
+    if not os.access(where, os.W_OK):
+        return None
+    limit = 32 << 20
+    with tempfile.TemporaryDirectory(prefix=".innotier-probe-", dir=where) as tmp:
+        src_part = os.path.join(tmp, "src")
+        # a bounded sample of the largest file: the probe never reads a whole multi-GB tablespace
+        with open(os.path.join(source, rel), "rb") as fh, open(src_part, "wb") as out:
+            out.write(fh.read(limit))
+        t0 = time.monotonic()
+        digest, st = copy_file(src_part, os.path.join(tmp, "dst"))
+        ok = digest_file(os.path.join(tmp, "dst")) == digest
+        dt = time.monotonic() - t0
+    return (st.st_size / dt) if ok and dt > 0 else None
+
+
+def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
+    """Inspect the server, run every preflight check, and return the plan (nothing changes)."""
+    comp = components.get(request.component)
+    model = inspect(spec)
+    components.check_supported(comp.name, model)
+    preflight.check_page_size(request.page_size, model)
+    source = components.source_dir(comp.name, model)
+    target = os.path.normpath(request.target) if os.path.isabs(request.target) else request.target
+    preflight.check_target_path(comp.name, model, source, target)
+    preflight.check_source(comp.name, model, source)
+    control = control_for(model, spec, request.service, request.etc_root)
+    ok, why = control.can_drive()
+    if not ok:
+        raise MoveError(f"{why}; do it by hand: {control.stop_hint()}, copy the files, write "
+                        f"{control.placement_file()}, {control.start_hint()} (`innotier move plan` prints each step)")
+    state = control.state()
+    preflight.check_server_state(state, not request.no_shutdown, control.describe(), control.stop_hint())
+    server_key = _server_key(model)
+    preflight.check_no_open_move(server_key)
+    uid, gid, user = server_user(model, source)
+    preflight.check_owner(target, uid, user)
+    target_exists = preflight.check_target_contents(comp.name, model, target)
+    preflight.check_same_fs(source, target, request.allow_same_fs)
+
+    names = components.top_names(comp.name, model, source) if comp.copies_files else []
+    entries = walk(source, names) if names else []
+    allocated, logical = allocated_bytes(entries), logical_bytes(entries)
+    tier = preflight.tier_facts(target)
+    need = preflight.check_space(target, allocated, tier.free_bytes) if comp.copies_files else 0
+
+    move_id = new_move_id(comp.name, server_key)
+    placement_file = control.placement_file()
+    before = _read(placement_file)
+    also = {}
+    notes = list(preflight.fs_notes(comp.name, model, tier))
+    if comp.name == "datadir":
+        notes += components.other_locations_inside(comp.name, model)
+        also = _datadir_followers(model, source, target)
+    if comp.name == "ibdata" and model.flavor.value == "mariadb":
+        notes.append("on MariaDB the system tablespace also holds the doublewrite buffer"
+                     + (" and the undo logs (innodb_undo_tablespaces=0)" if components.undo_in_ibdata(model) else ""))
+    if comp.name == "ibdata" and model.has_doublewrite_files and not model.variables.get("innodb_doublewrite_dir"):
+        notes.append("innodb_doublewrite_dir is unset, so the doublewrite files follow innodb_data_home_dir; "
+                     "they hold nothing after a clean shutdown and are recreated there")
+    after = placement.with_option(before, comp.variable, target, also)
+    mode, why_mode = components.shutdown_mode(comp.name, model, request.slow_shutdown)
+    aa = apparmor.plan_change([target], model.flavor.value, move_id, request.apparmor_root, request.sys_root)
+    apparmor.validate(aa, request.apparmor_root)
+    se = selinux.commands(comp.name, target, tier.fstype) if selinux.enforcing() is not None else [
+        "# SELinux is not enabled on this host; on an enforcing host run:"] + selinux.commands(comp.name, target, tier.fstype)
+
+    rate = _probe_rate(entries, source, target) if (request.probe and entries) else None
+    estimates = _estimates(entries, logical, rate, _dirty_bytes(spec, model.page_size), mode)
+    plan = Plan(
+        version=PLAN_VERSION, move_id=move_id, created_at=time.time(), component=comp.name, what=comp.what,
+        variable=comp.variable, source_dir=source, target_dir=target, target_exists=target_exists,
+        server_key=server_key,
+        server={"flavor": model.flavor.value, "version": str(model.version), "managed": model.managed,
+                "sandbox": model.sandbox, "datadir": model.datadir, "page_size": model.page_size,
+                "data_file_path": model.innodb_data_file_path,
+                "undo_tablespaces": model.variables.get("innodb_undo_tablespaces", ""),
+                "locations": model.locations()},
+        connection=_connection_dict(spec),
+        control={"kind": control.kind, "name": getattr(control, "name", None), "unit": getattr(control, "unit", None),
+                 "conf_dir": getattr(control, "conf_dir", None), "describe": control.describe(),
+                 "stop_hint": control.stop_hint(mode), "start_hint": control.start_hint()},
+        names=names, files=sum(1 for _, st in entries if stat.S_ISREG(st.st_mode)),
+        bytes_logical=logical, bytes_allocated=allocated, space_required=need, space_available=tier.free_bytes,
+        source_fs=preflight.tier_facts(source).to_dict(), target_tier=tier.to_dict(),
+        owner={"uid": uid, "gid": gid, "user": user,
+               "mode": 0o750 if model.managed == "system" else (os.stat(source).st_mode & 0o7777)},
+        placement_file=str(placement_file), placement_before=before, placement_after=after, also_options=also,
+        record_files=[str(p) for p in control.record_files()] if comp.name == "datadir" else [],
+        apparmor=aa.to_dict(), selinux=se, shutdown_mode=mode, shutdown_reason=why_mode,
+        precopy=request.precopy and comp.copies_files, no_shutdown=request.no_shutdown,
+        was_running=(state == "running"), allow_same_fs=request.allow_same_fs, estimates=estimates,
+        request=asdict(request), notes=notes)
+    plan.steps = steps_of(plan)
+    return plan
+
+
+def _datadir_followers(model: ServerModel, source: str, target: str) -> dict[str, str]:
+    """Components set to an absolute path inside the old datadir must follow it (relative ones follow by themselves)."""
+    out = {}
+    raw = model.variables
+    for var in ("innodb_data_home_dir", "innodb_log_group_home_dir", "innodb_undo_directory", "innodb_doublewrite_dir"):
+        v = (raw.get(var) or "").strip()
+        if os.path.isabs(v):
+            real = os.path.normpath(v)
+            if real == os.path.normpath(source) or real.startswith(os.path.normpath(source) + os.sep):
+                out[var] = os.path.join(target, os.path.relpath(real, source)).rstrip("/.") or target
+    return out
+
+
+def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str) -> dict[str, float]:
+    now = time.time()
+    recent = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode) and now - st.st_mtime < RECENT_SECONDS)
+    r = rate or 100e6
+    shutdown = 1.0 + dirty / 200e6 + (5.0 if mode == "slow" else 0.0)
+    copy_all = logical / r
+    copy_delta = recent / r + len(entries) * 0.0002
+    return {"copy_rate_bytes_per_s": round(r), "copy_rate_measured": bool(rate),
+            "shutdown_s": round(shutdown, 1), "start_s": TYPICAL_START_S,
+            "copy_offline_s": round(copy_all, 1), "delta_bytes": recent, "copy_delta_s": round(copy_delta, 1),
+            "downtime_s": round(shutdown + copy_all + TYPICAL_START_S, 1),
+            "downtime_with_precopy_s": round(shutdown + copy_delta + TYPICAL_START_S, 1)}
+
+
+def steps_of(plan: Plan) -> list[Step]:
+    size = human_size(plan.bytes_logical)
+    c = plan.control
+    aa = plan.apparmor
+    steps = [Step("PLAN", "record the plan and the current option files",
+                  f"journal in $INNOTIER_HOME/moves/{plan.move_id}/")]
+    if plan.precopy:
+        steps.append(Step("PRECOPY", f"copy {plan.files} files ({size}) while the server runs",
+                          "each copy read back and checksummed; files that change again are copied after shutdown"))
+    stop = ("check the server is stopped (--no-shutdown)" if plan.no_shutdown else
+            f"{plan.shutdown_mode} shutdown: {c['stop_hint']} ({plan.shutdown_reason})")
+    steps.append(Step("SHUTDOWN", "checksum every InnoDB table under FLUSH TABLES WITH READ LOCK, then stop", stop))
+    if plan.names:
+        what = "files changed since the pre-copy" if plan.precopy else f"{plan.files} files ({size})"
+        steps.append(Step("COPY", f"copy {what} to {plan.target_dir}",
+                          "sparse-aware; fsync of every file and directory; owner, mode and mtime kept", True))
+        steps.append(Step("VERIFY", "read every copy back from the target and compare xxh3-128 checksums",
+                          "and confirm no source file changed during the copy", True))
+    else:
+        steps.append(Step("COPY", f"create {plan.target_dir}", "nothing to copy: temporary files only", True))
+        steps.append(Step("VERIFY", "check the directory exists with the right owner", "", True))
+    aa_line = {"apply": f"AppArmor: add rules to {aa['local_path']} and reload",
+               "write": f"AppArmor: add rules to {aa['local_path']} (not active here: not loaded)",
+               "none": "AppArmor: no change"}[aa["action"]]
+    extra = f"; also {', '.join(f'{k} = {v}' for k, v in sorted(plan.also_options.items()))}" if plan.also_options else ""
+    rec = f"; rewrite {', '.join(Path(p).name for p in plan.record_files)}" if plan.record_files else ""
+    steps.append(Step("SWITCH", f"write {plan.placement_file} with {plan.variable} = {plan.target_dir}{extra}",
+                      f"atomic (write, fsync, rename, fsync dir){rec}; owner {plan.owner['user']} "
+                      f"mode {plan.owner['mode']:04o} on {plan.target_dir}; {aa_line}", True))
+    steps.append(Step("START", "start the server", c["start_hint"]))
+    steps.append(Step("VERIFY_SERVER", "server up, reports the new path, every table readable",
+                      "CHECKSUM TABLE of every InnoDB table equals the values before shutdown; "
+                      "TPC-C consistency checks when a tpcc schema is present"))
+    steps.append(Step("COMMIT", "record success",
+                      f"the source stays until `innotier move finalize --id {plan.move_id}`"))
+    return steps
+
+
+def render(plan: Plan) -> str:
+    """The plan as people read it."""
+    e = plan.estimates
+    out = [f"move {plan.move_id}",
+           f"  {plan.what} of {plan.control['describe']} ({plan.server['flavor']} {plan.server['version']})",
+           f"  from {plan.source_dir}  [{plan.source_fs['fstype']} on {plan.source_fs['device']}]",
+           f"  to   {plan.target_dir}  [{plan.target_tier['fstype']} on {plan.target_tier['device']}, "
+           f"{plan.target_tier['kind']}{', volatile' if plan.target_tier['volatile'] else ''}, O_DIRECT "
+           f"{ {True: 'yes', False: 'no', None: 'unknown'}[plan.target_tier['o_direct']] }]"]
+    if plan.names:
+        out.append(f"  files: {plan.files} ({human_size(plan.bytes_logical)}, {human_size(plan.bytes_allocated)} "
+                   f"allocated): {', '.join(plan.names[:6])}{' ...' if len(plan.names) > 6 else ''}")
+    out.append(f"  space: needs {human_size(plan.space_required)}, target has {human_size(plan.space_available)} free")
+    rate = f"{human_size(e['copy_rate_bytes_per_s'])}/s {'measured' if e['copy_rate_measured'] else 'assumed'}"
+    out.append(f"  expected downtime: {e['downtime_s']:.1f} s offline copy; {e['downtime_with_precopy_s']:.1f} s "
+               f"with the online pre-copy (--precopy)  [copy rate {rate}; shutdown ~{e['shutdown_s']:.1f} s, "
+               f"start ~{e['start_s']:.0f} s]")
+    out.append("  steps:")
+    for i, s in enumerate(plan.steps, 1):
+        flag = " (server stopped)" if s.offline else ""
+        out.append(f"    {i}. {s.state:<13} {s.title}{flag}")
+        if s.detail:
+            out.append(f"       {'':<13} {s.detail}")
+    out.append(f"  option file {plan.placement_file}:")
+    if plan.placement_before is not None:
+        out.append("    before:")
+        out += [f"      {ln}" for ln in plan.placement_before.rstrip("\n").splitlines()]
+        out.append("    after:")
+    out += [f"      {ln}" for ln in plan.placement_after.rstrip("\n").splitlines()]
+    aa = plan.apparmor
+    out.append(f"  AppArmor: {aa['reason']}")
+    out += [f"      {ln}" for ln in aa["rules"].rstrip("\n").splitlines()]
+    out.append("  SELinux:")
+    out += [f"      {ln}" for ln in plan.selinux]
+    for n in plan.notes:
+        out.append(f"  note: {n}")
+    return "\n".join(out) + "\n"

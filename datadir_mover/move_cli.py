@@ -1,0 +1,260 @@
+"""`innotier move plan|apply|status|resume|rollback|finalize`: relocate InnoDB components safely."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tuner.cliutil import add_connection_args, connection_from_args, print_json, print_table
+from tuner.errors import MoveError, UsageError
+from tuner.server import COMPONENTS
+
+EPILOG = ("Components: datadir, redo (innodb_log_group_home_dir), ibdata (innodb_data_home_dir; holds the doublewrite "
+          "buffer on MariaDB and MySQL < 8.0.20), doublewrite (innodb_doublewrite_dir, MySQL 8.0.20+), undo "
+          "(innodb_undo_directory), tmpdir.  The source stays until `innotier move finalize`.")
+
+
+def _add_request_args(p) -> None:
+    p.add_argument("component", nargs="?", choices=COMPONENTS, help="what to move")
+    p.add_argument("--to", metavar="PATH", help="the new directory (new or empty for a datadir)")
+    p.add_argument("--precopy", action="store_true",
+                   help="copy online first (server running), then only what changed while it is stopped")
+    p.add_argument("--allow-same-fs", action="store_true",
+                   help="allow a target on the same file system as the source (gains nothing; for tests)")
+    p.add_argument("--no-shutdown", action="store_true",
+                   help="do not stop the server: you stop it; innotier refuses while it still runs")
+    p.add_argument("--slow-shutdown", action="store_true", help="stop with innodb_fast_shutdown=0 (full purge)")
+    p.add_argument("--page-size", metavar="SIZE",
+                   help="refused unless equal to the server's: the page size is fixed at initialization")
+    p.add_argument("--service", metavar="UNIT", help="systemd unit of a system server (default: detected)")
+    add_connection_args(p)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("move", help="relocate InnoDB components (datadir, redo, ibdata, undo, tmpdir) safely",
+                       description="Plan and apply journaled moves of InnoDB components. " + EPILOG)
+    s = p.add_subparsers(dest="move_cmd", metavar="SUBCOMMAND")
+    s.required = True
+
+    pl = s.add_parser("plan", help="print every step, the option-file and AppArmor change, space and downtime",
+                      epilog=EPILOG)
+    _add_request_args(pl)
+    pl.add_argument("--save", metavar="FILE", help="also write the plan as JSON (for `move apply --plan FILE`)")
+    pl.add_argument("--no-probe", action="store_true", help="do not measure the copy rate (estimate from a default)")
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(func=cmd_plan)
+
+    ap = s.add_parser("apply", help="carry out a move under the journal (asks first unless --yes)", epilog=EPILOG)
+    _add_request_args(ap)
+    ap.add_argument("--plan", metavar="FILE", help="a plan saved with `move plan --save` (re-checked first)")
+    ap.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    ap.add_argument("--json", action="store_true")
+    ap.set_defaults(func=cmd_apply)
+
+    st = s.add_parser("status", help="moves and how far each got")
+    st.add_argument("--id", help="one move (default: all, newest first)")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_status)
+
+    rs = s.add_parser("resume", help="carry on an interrupted move from its journal")
+    rs.add_argument("--id", help="the move (default: the only unfinished one)")
+    rs.add_argument("--json", action="store_true")
+    rs.set_defaults(func=cmd_resume)
+
+    rb = s.add_parser("rollback", help="undo an unfinished move: server back on the old location, verified")
+    rb.add_argument("--id", help="the move (default: the only unfinished one)")
+    rb.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    rb.add_argument("--json", action="store_true")
+    rb.set_defaults(func=cmd_rollback)
+
+    fz = s.add_parser("finalize", help="remove the source of a committed move")
+    fz.add_argument("--id", help="the move (default: the only committed one)")
+    fz.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    fz.add_argument("--json", action="store_true")
+    fz.set_defaults(func=cmd_finalize)
+
+
+# ---------------------------------------------------------------------------
+
+
+def _request(args):
+    from datadir_mover.move.plan import MoveRequest
+
+    if not args.component:
+        raise UsageError("name the component to move (datadir, redo, ibdata, doublewrite, undo, tmpdir)")
+    if not args.to:
+        raise UsageError("give the new location with --to PATH")
+    return MoveRequest(component=args.component, target=args.to, precopy=args.precopy,
+                       allow_same_fs=args.allow_same_fs, no_shutdown=args.no_shutdown,
+                       slow_shutdown=args.slow_shutdown, page_size=args.page_size, service=args.service,
+                       probe=not getattr(args, "no_probe", False))
+
+
+def _echo(quiet: bool):
+    def echo(msg: str) -> None:
+        if not quiet:
+            print(f"innotier: {msg}", file=sys.stderr)
+    return echo
+
+
+def _progress_factory(enabled: bool):
+    """Rich progress bars on a terminal; nothing otherwise."""
+    if not enabled or not sys.stderr.isatty():
+        return lambda desc, total: (lambda n: None)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    def factory(desc: str, total: int):
+        progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                            TransferSpeedColumn(), transient=True)
+        progress.start()
+        task = progress.add_task(desc, total=total)
+        seen = {"n": 0}
+
+        def advance(n: int) -> None:
+            seen["n"] += n
+            progress.update(task, advance=n)
+            if seen["n"] >= total:
+                progress.stop()
+        return advance
+    return factory
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"{question.rstrip('?')} needs confirmation; standard input is not a terminal, so pass --yes")
+    answer = input(f"{question} [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        raise MoveError("not confirmed; nothing was changed")
+
+
+def cmd_plan(args) -> int:
+    from datadir_mover.move import plan as planmod
+    from tuner.durable import write_json_atomic
+
+    spec = connection_from_args(args)
+    plan = planmod.build(_request(args), spec)
+    if args.save:
+        write_json_atomic(args.save, plan.to_dict(), mode=0o600)
+    if args.json:
+        print_json(plan.to_dict())
+    else:
+        sys.stdout.write(planmod.render(plan))
+        if args.save:
+            print(f"plan saved to {args.save}; apply it with `innotier move apply --plan {args.save}`")
+    return 0
+
+
+def _load_saved(path: str):
+    from datadir_mover.move import plan as planmod
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"plan file {path} does not exist; save one with `innotier move plan ... --save FILE`")
+    try:
+        saved = planmod.Plan.from_dict(json.loads(p.read_text()))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise UsageError(f"plan file {path} is not a plan innotier wrote ({exc.__class__.__name__}); make a new one")
+    fresh = planmod.build(planmod.MoveRequest(**saved.request), saved.connection_spec())
+    for key in ("source_dir", "target_dir", "placement_before", "component"):
+        if getattr(fresh, key) != getattr(saved, key):
+            raise MoveError(f"the server changed since the plan in {path} was made ({key} differs); make a new plan")
+    return fresh
+
+
+def cmd_apply(args) -> int:
+    from datadir_mover.move import plan as planmod
+    from datadir_mover.move.executor import Executor
+
+    if args.plan:
+        plan = _load_saved(args.plan)
+    else:
+        plan = planmod.build(_request(args), connection_from_args(args))
+    if not args.json:
+        sys.stdout.write(planmod.render(plan))
+        sys.stdout.flush()
+    _confirm(f"Move {plan.component} of {plan.control['describe']} to {plan.target_dir}?", args.yes)
+    ex = Executor.create(plan, echo=_echo(args.json), progress=_progress_factory(not args.json))
+    result = ex.run()
+    _print_result(result, args.json)
+    return 0
+
+
+def _print_result(result: dict, as_json: bool) -> None:
+    if as_json:
+        print_json(result)
+        return
+    print(f"move {result['move_id']}: {result['state']}")
+    if "downtime_s" in result:
+        print(f"  server unavailable {result['downtime_s']:.1f} s (stop to accepting connections); "
+              f"verified {result.get('until_verified_s', 0):.1f} s after the stop began")
+    vs = result.get("verify_server") or {}
+    if vs:
+        tp = ", ".join(f"{k}: {v}" for k, v in vs.get("tpcc", {}).items()) or "no tpcc schema"
+        print(f"  {vs.get('tables')} InnoDB tables checksummed, all equal; TPC-C checks: {tp}")
+
+
+def cmd_status(args) -> int:
+    from datadir_mover.move.executor import status_of
+    from datadir_mover.move.journal import all_journals, find
+
+    journals = [find(args.id, ())] if args.id else all_journals()
+    rows = [status_of(j) for j in journals]
+    if args.json:
+        print_json(rows)
+    elif not rows:
+        print("no moves yet")
+    else:
+        print_table(rows, ["move_id", "component", "from", "to", "phase", "last", "downtime_s"], title="moves")
+        for r in rows:
+            if r["phase"] in ("open", "committed"):
+                print(f"{r['move_id']}: {r['state']}")
+    return 0
+
+
+def cmd_resume(args) -> int:
+    from datadir_mover.move.executor import Executor
+    from datadir_mover.move.journal import find
+
+    ex = Executor.open(find(args.id, ("open",)), echo=_echo(args.json), progress=_progress_factory(not args.json))
+    result = ex.run()
+    _print_result(result, args.json)
+    return 0
+
+
+def cmd_rollback(args) -> int:
+    from datadir_mover.move.executor import Executor
+    from datadir_mover.move.journal import find
+
+    journal = find(args.id, ("open", "committed"))
+    ex = Executor.open(journal, echo=_echo(args.json))
+    if journal.phase == "open" and journal.began("START"):
+        _confirm(f"The server has started on {ex.plan.target_dir}; rolling back returns it to the files as they were "
+                 "at shutdown and discards writes made since. Roll back?", args.yes)
+    else:
+        _confirm(f"Roll back move {ex.plan.move_id} ({ex.plan.component} to {ex.plan.target_dir})?", args.yes)
+    result = ex.rollback()
+    if args.json:
+        print_json(result)
+    else:
+        print(f"move {ex.plan.move_id}: rolled back; {ex.plan.component} is at {ex.plan.source_dir} "
+              f"({result['removed']} copied entries removed)")
+    return 0
+
+
+def cmd_finalize(args) -> int:
+    from datadir_mover.move.executor import Executor
+    from datadir_mover.move.journal import find
+
+    journal = find(args.id, ("committed",))
+    ex = Executor.open(journal, echo=_echo(args.json))
+    _confirm(f"Remove the source of move {ex.plan.move_id} ({ex.plan.source_dir})?", args.yes)
+    result = ex.finalize()
+    if args.json:
+        print_json(result)
+    else:
+        kept = f"; kept (changed since the copy): {', '.join(result['kept'])}" if result["kept"] else ""
+        print(f"move {ex.plan.move_id}: finalized, {result['removed']} source entries removed{kept}")
+    return 0

@@ -1,0 +1,159 @@
+"""Persistence of a volatile tier, on a real tmpfs: units, consistent generations, power loss, all-or-nothing restore.
+
+Power loss is simulated the hard way: the server is killed with SIGKILL while it commits,
+and the tmpfs is unmounted and mounted again (empty).  ``persist restore`` must bring back
+exactly the last consistent copy: every transaction committed before that sync started is
+there, none committed after it finished is, the consistency checks pass, and what was lost
+fits in the window ``persist status`` reported at the moment of the loss.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import mvhelpers
+
+SQL_LOG_TABLE = "CREATE TABLE mvdata_log.commits (id INT PRIMARY KEY AUTO_INCREMENT, at DOUBLE NOT NULL) ENGINE=InnoDB"
+
+
+@pytest.fixture(scope="module")
+def volatile_box(golden, innotier_home):
+    tier = str(Path(innotier_home) / "pl-tier")
+    mvhelpers.mount_tmpfs(tier, "512M")
+    sb = mvhelpers.clone_sandbox("pl-box", datadir=os.path.join(tier, "mysql"))
+    backing = str(Path(innotier_home) / "pl-backing")
+    yield sb, tier, backing
+    from tuner.sandbox import Sandbox
+
+    try:
+        Sandbox.load("pl-box").destroy(force=True)
+    finally:
+        mvhelpers.unmount(tier)
+
+
+def _committer(spec, stop: threading.Event, out: list[float]) -> None:
+    """Commit one row a few ms apart, remembering the client-side commit time of each."""
+    conn = spec.with_database("mvdata_log").connect()
+    cur = conn.cursor()
+    while not stop.is_set():
+        try:
+            t = time.time()
+            cur.execute("INSERT INTO commits (at) VALUES (%s)", (t,))
+            out.append(time.time())  # acknowledged commit (autocommit)
+        except Exception:
+            break  # the server was killed
+        time.sleep(0.005)
+
+
+@pytest.mark.root
+def test_install_renders_and_verifies_units(volatile_box, cli, tmp_path):
+    sb, tier, backing = volatile_box
+    units = tmp_path / "units"
+    r = cli("persist", "install", "--sandbox", sb.name, "--tier", tier, "--backing", backing, "--interval", "2m",
+            "--unit-dir", str(units), "--first-sync", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["verified_with"] == "systemd-analyze verify" and len(out["written"]) == 3
+    restore_unit = next(p for p in units.iterdir() if "-sync-" not in p.name)
+    text = restore_unit.read_text()
+    assert "Before=mariadb.service" in text and "persist restore --backing" in text and "--if-needed" in text
+    assert "ExecStop=" in text and "--offline --if-clean" in text
+    timer = next(units.glob("*.timer")).read_text()
+    assert "OnUnitActiveSec=120s" in timer
+    sync_unit = next(p for p in units.glob("*-sync-*.service")).read_text()
+    assert "rsync" not in sync_unit.replace("never a plain rsync", "")
+    assert out["first_sync"]["method"] == "mariadb-backup"
+    # credentials never in argv or a world-readable file
+    assert oct(os.stat(Path(backing, "persist.json")).st_mode & 0o777) == "0o600"
+    assert "password" not in Path(backing, "persist.json").read_text()
+    # bad interval and a backing directory on the tier itself
+    bad = cli("persist", "install", "--sandbox", sb.name, "--tier", tier, "--backing", f"{tier}/bk",
+              "--unit-dir", str(units))
+    assert bad.returncode == 2 and "persistent storage" in bad.stderr
+
+
+@pytest.mark.root
+def test_power_loss_restores_last_consistent_sync(volatile_box, cli):
+    sb, tier, backing = volatile_box
+    spec = sb.connection_spec()
+    conn = spec.connect()
+    conn.cursor().execute("CREATE DATABASE IF NOT EXISTS mvdata_log")
+    conn.cursor().execute("DROP TABLE IF EXISTS mvdata_log.commits")
+    conn.cursor().execute(SQL_LOG_TABLE)
+    conn.close()
+    assert mvhelpers.short_workload(spec, seconds=2) > 0
+    refused = cli("persist", "restore", "--backing", backing, "--yes")
+    assert refused.returncode == 6 and "server is running" in refused.stderr
+
+    acked: list[float] = []
+    stop = threading.Event()
+    writer = threading.Thread(target=_committer, args=(spec, stop, acked))
+    writer.start()
+    try:
+        time.sleep(0.5)
+        r = cli("persist", "sync", "--backing", backing, "--json")  # a consistent copy under load
+        assert r.returncode == 0, r.stderr
+        gen = json.loads(r.stdout)
+        time.sleep(1.0)  # commits after the sync: these are lost
+        status = json.loads(cli("persist", "status", "--backing", backing, "--json", check=True).stdout)
+        sb.stop("kill")  # power loss: no shutdown at all
+        killed_at = time.time()
+    finally:
+        stop.set()
+        writer.join()
+    mvhelpers.unmount(tier)  # the tier's contents are gone
+    mvhelpers.mount_tmpfs(tier, "512M")
+    assert not os.listdir(tier)
+
+    r = cli("persist", "restore", "--backing", backing, "--yes", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["generation"] == gen["id"]
+    sb.start(recover=True)
+    conn = spec.connect()
+    cur = conn.cursor()
+    cur.execute("SELECT at FROM mvdata_log.commits ORDER BY id")
+    present = [row[0] for row in cur.fetchall()]
+    conn.close()
+    lost = [t for t in acked if t > (present[-1] if present else 0)]
+    assert present, "nothing committed before the sync came back"
+    assert all(t <= gen["finished_at"] for t in present), "a commit from after the sync finished came back"
+    before_sync = [t for t in acked if t < gen["started_at"] - 0.05]
+    assert len(present) >= len(before_sync), "commits from before the sync started are missing"
+    assert lost, "the test wrote nothing after the sync: it proves nothing"
+    # what was lost fits the window status reported (its age grows by the time until the loss), plus
+    # the sync's own duration, during which commits may or may not have made it into the copy
+    status_at = gen["finished_at"] + status["data_loss_window_s"]
+    window_at_loss = status["data_loss_window_s"] + (killed_at - status_at)
+    assert killed_at - min(lost) <= window_at_loss + (gen["finished_at"] - gen["started_at"]) + 0.1
+    assert status["rpo_s"] >= status["interval_s"] + gen["duration_s"] - 0.1
+    mvhelpers.data_consistent(spec)
+
+
+@pytest.mark.root
+def test_generations_flip_keep_previous_and_offline_sync(volatile_box, cli):
+    sb, tier, backing = volatile_box
+    gdir = Path(backing, "generations")
+    Path(gdir, ".tmp-crashed-sync").mkdir()  # a sync that died half way: never pointed at, cleaned up
+    first = json.loads(cli("persist", "sync", "--backing", backing, "--json", check=True).stdout)
+    sb.stop("clean")
+    refused = cli("persist", "sync", "--backing", backing)
+    assert refused.returncode == 6 and "not running" in refused.stderr
+    second = json.loads(cli("persist", "sync", "--backing", backing, "--offline", "--json", check=True).stdout)
+    assert second["method"].startswith("offline copy")
+    names = sorted(p.name for p in gdir.iterdir())
+    assert names == sorted([first["id"], second["id"]]), names  # the previous generation is kept, older pruned
+    pointer = json.loads(Path(backing, "current.json").read_text())
+    assert pointer["id"] == second["id"] and Path(second["path"], "COMPLETE").exists()
+    skipped = cli("persist", "restore", "--backing", backing, "--if-needed", "--json", check=True)
+    assert json.loads(skipped.stdout)["restored"] is False  # the tier still holds the files
+    sb.start()
+    mvhelpers.data_consistent(sb.connection_spec())
+    text = cli("persist", "status", "--backing", backing, check=True).stdout
+    assert "A power loss now loses the transactions committed in the last" in text
+    assert "Recovery point objective" in text

@@ -1,0 +1,117 @@
+"""Bad specs: a clear one-line error at plan time, and nothing started (no sandbox, no results, no mount)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+BASE = """
+name: bad
+server: {flavor: mariadb}
+workload: {warehouses: 1, warmup: 1, duration: 5}
+repeats: 1
+tiers:
+  disk: {kind: home}
+"""
+
+
+def _write(tmp_path: Path, extra: str) -> str:
+    p = tmp_path / "spec.yaml"
+    p.write_text(BASE + textwrap.dedent(extra))
+    return str(p)
+
+
+def _snapshot(home: Path) -> set[str]:
+    return {str(p.relative_to(home)) for p in home.rglob("*")} if home.exists() else set()
+
+
+def _mounts(home: Path) -> list[str]:
+    """Mounts under this session's INNOTIER_HOME (other engineers mount elsewhere at the same time)."""
+    return [ln for ln in Path("/proc/mounts").read_text().splitlines() if str(home) in ln]
+
+
+CASES = {
+    "unknown axis": ("axes: {pagesize: [4k, 16k]}\n", "unknown axis 'pagesize'"),
+    "unknown setting": ("fixed: {bufferpool: 1G}\n", "unknown setting 'bufferpool'"),
+    "doublewrite_dir on MariaDB": ("fixed: {options: {innodb_doublewrite_dir: /tmp}}\n",
+                                   "innodb_doublewrite_dir does not exist on mariadb"),
+    "doublewrite placement on MariaDB": ("axes: {placement: [disk, {doublewrite: disk}]}\n",
+                                         "placing doublewrite is impossible on mariadb"),
+    "zero repeats": ("repeats: 0\naxes: {doublewrite: ['ON', 'OFF']}\n", "repeats: 0 is not valid"),
+    "duplicate page size": ("axes: {page_size: [16k, 16384]}\n", "lists '16k' twice"),
+    "duplicate placement": ("axes: {placement: [disk, {datadir: disk}]}\n", "twice"),
+    "tier path does not exist": ("tiers:\n  disk: {kind: home}\n  ssd: {kind: path, path: /nonexistent/innotier-ssd}\n"
+                                 "axes: {placement: [disk, ssd]}\n", "path /nonexistent/innotier-ssd does not exist"),
+    "undefined tier": ("axes: {placement: [disk, nvme]}\n", "tier 'nvme', which is not defined"),
+    "empty axis": ("axes: {clients: []}\n", "empty list"),
+    "location option": ("fixed: {options: {innodb_log_group_home_dir: /tmp}}\n", "use placement"),
+    "unknown server option": ("fixed: {options: {innodb_buffer_pool_sise: 1G}}\n", "innodb_buffer_pool_sise"),
+    "fixed and axis": ("fixed: {clients: 4}\naxes: {clients: [4, 8]}\n", "both fixed and an axis"),
+    "RAM tier larger than memory": ("tiers:\n  disk: {kind: home}\n  ram: {kind: tmpfs, size: 100T}\n"
+                                    "axes: {placement: [disk, ram]}\n", "larger than the memory available"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_spec_is_refused_at_plan_time(case, tmp_path, innotier_home):
+    from tuner.errors import SweepError
+    from tuner.sweep.plan import make_plan
+    from tuner.sweep.spec import load_spec
+
+    extra, needle = CASES[case]
+    spec = _write(tmp_path, extra)
+    before, mounts = _snapshot(innotier_home), _mounts(innotier_home)
+    with pytest.raises(SweepError) as exc:
+        make_plan(load_spec(spec))
+    msg = str(exc.value)
+    assert needle in msg and "\n" not in msg, msg
+    assert _snapshot(innotier_home) == before  # no sandbox, no results database, no golden copy
+    assert _mounts(innotier_home) == mounts
+
+
+# the real command line: one line on stderr, SweepError's exit code, nothing started
+CLI_CASES = [("doublewrite_dir on MariaDB", "plan"), ("doublewrite_dir on MariaDB", "run"),
+             ("tier path does not exist", "run"), ("zero repeats", "run"), ("unknown axis", "run")]
+
+
+@pytest.mark.parametrize("case,verb", CLI_CASES)
+def test_bad_spec_on_the_command_line_starts_nothing(case, verb, tmp_path, cli, innotier_home):
+    extra, needle = CASES[case]
+    spec = _write(tmp_path, extra)
+    before, mounts = _snapshot(innotier_home), _mounts(innotier_home)
+    args = ["sweep", verb, spec] + (["--no-metrics"] if verb == "run" else [])
+    proc = cli(*args)
+    assert proc.returncode == 9, proc.stdout + proc.stderr  # SweepError's exit code
+    err = proc.stderr.strip()
+    assert err.startswith("innotier: ") and len(err.splitlines()) == 1, err
+    assert needle in err, err
+    assert _snapshot(innotier_home) == before
+    assert _mounts(innotier_home) == mounts
+
+
+def test_raid_spec_plans_but_run_refuses_with_the_reason(cli, innotier_home):
+    before = _snapshot(innotier_home)
+    plan = cli("sweep", "plan", "raid-level")
+    assert plan.returncode == 0, plan.stderr
+    assert "sweep run will refuse" in plan.stdout and "RAID 0" in plan.stdout
+    run = cli("sweep", "run", "raid-level", "--no-metrics")
+    assert run.returncode == 9
+    assert "cannot run on this machine" in run.stderr and "md driver" in run.stderr
+    assert _snapshot(innotier_home) == before
+
+
+def test_every_shipped_spec_plans():
+    from tuner.sweep.spec import SPECS_DIR
+
+    names = sorted(p.stem for p in SPECS_DIR.glob("*.yaml"))
+    assert {"demo", "placement-media", "moved-files", "page-size-clients", "doublewrite-flush", "raid-level"} <= set(names)
+    from tuner.sweep.plan import make_plan
+    from tuner.sweep.spec import load_spec
+
+    for name in names:
+        plan = make_plan(load_spec(name))
+        assert plan.cells and plan.estimate_seconds > 0
+        text = (SPECS_DIR / f"{name}.yaml").read_text()
+        assert text.startswith("#") and "machine" in text.split("name:")[0]  # each says the scale it runs at here

@@ -1,0 +1,328 @@
+"""`innotier sweep plan|run|report`, `innotier results list|show|export`, and `innotier demo`."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from tuner.errors import SweepError
+
+DEFAULT_LISTEN = "127.0.0.1:9623"
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sweep", help="TPC-C sweeps: plan, run (resumable), report",
+                       description="Run a sweep spec (YAML; see tuner/sweep/specs/) cell by cell.")
+    s = p.add_subparsers(dest="sweep_cmd", metavar="SUBCOMMAND")
+    s.required = True
+
+    pl = s.add_parser("plan", help="expand a spec into cells, validate every cell, estimate the time (changes nothing)")
+    pl.add_argument("spec", help="a spec file, or a shipped spec name (demo, placement-media, ...)")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
+    pl.set_defaults(func=cmd_plan)
+
+    r = s.add_parser("run", help="run a spec; running it again resumes where it stopped")
+    r.add_argument("spec", help="a spec file, or a shipped spec name")
+    _results_arg(r)
+    _metrics_args(r)
+    r.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    r.add_argument("--report", metavar="DIR", help="write the report to DIR when the run ends")
+    r.add_argument("--no-pt-summary", action="store_true", help="do not store pt-mysql-summary output")
+    r.add_argument("--json", action="store_true", help="print a JSON summary at the end")
+    r.set_defaults(func=cmd_run)
+
+    rp = s.add_parser("report", help="write the HTML and Markdown report of a run")
+    rp.add_argument("run", help="a spec file or name (its run), or a run id from `innotier results list`")
+    rp.add_argument("-o", "--output", metavar="DIR", required=True, help="directory for report.html, report.md, PNGs")
+    _results_arg(rp)
+    rp.add_argument("--json", action="store_true")
+    rp.set_defaults(func=cmd_report)
+
+    res = sub.add_parser("results", help="the sweep results database: list, show, export")
+    rs = res.add_subparsers(dest="results_cmd", metavar="SUBCOMMAND")
+    rs.required = True
+    ls = rs.add_parser("list", help="runs in the results database")
+    _results_arg(ls)
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_results_list)
+    sh = rs.add_parser("show", help="a run's cells, or everything stored about one cell")
+    sh.add_argument("run", help="run id (or its prefix, or the spec name for its newest run)")
+    sh.add_argument("cell", nargs="?", help="cell id, its prefix, or its number")
+    _results_arg(sh)
+    sh.add_argument("--json", action="store_true")
+    sh.set_defaults(func=cmd_results_show)
+    ex = rs.add_parser("export", help="one row per cell run, as CSV or JSON")
+    ex.add_argument("run")
+    fmt = ex.add_mutually_exclusive_group(required=True)
+    fmt.add_argument("--csv", action="store_true")
+    fmt.add_argument("--json", action="store_true")
+    ex.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    _results_arg(ex)
+    ex.set_defaults(func=cmd_results_export)
+
+    d = sub.add_parser("demo", help="the demo: a small sweep across this host's tiers, with metrics and a report",
+                       description="Start sandboxes, run the shipped demo sweep on the disk, a tmpfs and (as root) a "
+                                   "zram-backed ext4, serve Prometheus metrics while it runs, and write the report.")
+    d.add_argument("-o", "--output", metavar="DIR", help="report directory (default $INNOTIER_HOME/reports/RUN_ID)")
+    _results_arg(d)
+    _metrics_args(d)
+    d.add_argument("--dry-run", action="store_true", help="print the demo's plan and stop")
+    d.set_defaults(func=cmd_demo)
+
+
+def _results_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", metavar="PATH", help="results database (default $INNOTIER_HOME/results.db)")
+
+
+def _metrics_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-listen", metavar="HOST:PORT", default=DEFAULT_LISTEN,
+                   help=f"serve Prometheus metrics here while running (default {DEFAULT_LISTEN}; port 0: any free)")
+    p.add_argument("--no-metrics", action="store_true", help="do not serve metrics")
+
+
+# ---------------------------------------------------------------------------
+
+
+def cmd_plan(args) -> int:
+    from tuner.cliutil import print_json
+    from tuner.sweep.plan import make_plan, print_plan
+    from tuner.sweep.spec import load_spec
+
+    plan = make_plan(load_spec(args.spec))
+    if args.json:
+        print_json(plan.to_dict())
+    else:
+        print_plan(plan)
+    return 0
+
+
+def _sigterm_as_interrupt() -> None:
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _run_plan(plan, args, echo=print):
+    from tuner.sweep.runner import Runner, RunnerOptions
+
+    listen = None if args.no_metrics else args.metrics_listen
+    opts = RunnerOptions(results=args.results, listen=listen, pt_summary=not getattr(args, "no_pt_summary", False),
+                         echo=echo)
+    _sigterm_as_interrupt()
+    return Runner(plan, opts).run()
+
+
+def cmd_run(args) -> int:
+    from tuner.cliutil import print_json
+    from tuner.sweep.plan import format_seconds, make_plan, print_plan
+    from tuner.sweep.spec import load_spec
+
+    plan = make_plan(load_spec(args.spec))
+    if args.dry_run:
+        print_plan(plan)
+        return 0
+    if plan.refusal:
+        raise SweepError(f"sweep {plan.spec.name} cannot run on this machine: {plan.refusal}")
+    print(f"sweep {plan.spec.name}: {len(plan.cells)} cell runs, estimated {format_seconds(plan.estimate_seconds)}; "
+          f"results in run {plan.run_id}")
+    summary = _run_plan(plan, args, echo=(lambda m: print(m, file=sys.stderr)) if args.json else print)
+    out = {"run_id": summary.run_id, "total": summary.total, "already_finished": summary.skipped_finished,
+           "ran": summary.ran, "failed": summary.failed, "seconds": round(summary.seconds, 1),
+           "results": summary.results, "metrics_url": summary.metrics_url}
+    if args.report:
+        rep = _write_report(summary.run_id, args.report, args.results)
+        out["report"] = str(rep.html)
+    if args.json:
+        print_json(out)
+    else:
+        print(f"run {summary.run_id}: {summary.ran} cell runs now, {summary.skipped_finished} finished earlier, "
+              f"{len(summary.failed)} failed, {format_seconds(summary.seconds)}; results in {summary.results}")
+        if args.report:
+            print(f"report: {out['report']}")
+    return 1 if summary.failed else 0
+
+
+def _write_report(run: str, out_dir: str, results: str | None):
+    from tuner.sweep.report import build_report
+    from tuner.sweep.results import ResultsStore
+
+    with ResultsStore(results, create=False) as store:
+        return build_report(store, run, out_dir)
+
+
+def _run_ref(text: str) -> str:
+    """A spec file/name becomes its run id; anything else is a run id (or prefix)."""
+    from tuner.sweep.spec import SPECS_DIR, load_spec
+
+    if Path(text).is_file() or (SPECS_DIR / f"{text}.yaml").is_file():
+        return load_spec(text).run_id
+    return text
+
+
+def cmd_report(args) -> int:
+    from tuner.cliutil import print_json
+
+    rep = _write_report(_run_ref(args.run), args.output, args.results)
+    if args.json:
+        print_json({"run_id": rep.run_id, "html": str(rep.html), "markdown": str(rep.markdown),
+                    "figures": [str(p) for p in rep.figures], "recommendations": rep.recommendations})
+    else:
+        print(f"report of run {rep.run_id}: {rep.html} (and {rep.markdown.name}, {len(rep.figures)} plots)")
+        for r in rep.recommendations:
+            print(f"  {r}")
+    return 0
+
+
+# ---------------------------------------------------------------------------
+
+
+def cmd_results_list(args) -> int:
+    import time
+
+    from tuner.cliutil import print_json, print_table
+    from tuner.sweep.results import ResultsStore
+
+    with ResultsStore(args.results, create=False) as store:
+        runs = store.list_runs()
+    if args.json:
+        print_json(runs)
+        return 0
+    if not runs:
+        print("no runs yet; start one with `innotier sweep run SPEC`")
+        return 0
+    rows = [{**r, "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created_at"])),
+             "state": "complete" if r["finished_at"] else "incomplete",
+             "cells": f"{r['ok_cells']}/{r['total_cells']}" + (f" ({r['failed_cells']} failed)" if r["failed_cells"] else "")}
+            for r in runs]
+    print_table(rows, ["run_id", "name", "created", "cells", "state"], title="sweep runs")
+    return 0
+
+
+def cmd_results_show(args) -> int:
+    from tuner.cliutil import print_json, print_table
+    from tuner.sweep.results import ResultsStore
+
+    with ResultsStore(args.results, create=False) as store:
+        run_id = store.resolve_run_id(_run_ref(args.run))
+        if args.cell:
+            c = store.cell(run_id, args.cell)
+            d = dict(c.__dict__)
+            d["timeline"] = store.timeline(run_id, c.cell_id)
+            if args.json:
+                print_json(d)
+            else:
+                _print_cell(d)
+            return 0
+        run = store.run(run_id)
+        cells = store.cells(run_id)
+    if args.json:
+        print_json({"run": run, "cells": [{k: v for k, v in c.__dict__.items()
+                                            if k not in ("variables", "pt_summary", "option_file")} for c in cells]})
+        return 0
+    print(f"run {run_id} ({run['name']}): {sum(c.status == 'ok' for c in cells)}/{run['total_cells']} cell runs finished")
+    rows = [{"#": c.idx, "cell_id": c.cell_id, "cell": c.label, "repeat": c.repeat, "status": c.status,
+             "tpmC": f"{c.tpmc:,.0f}" if c.tpmc is not None else "", "checks": {True: "pass", False: "FAIL"}.get(c.check_ok, ""),
+             "failure": c.failure or ""} for c in cells]
+    print_table(rows, ["#", "cell_id", "cell", "repeat", "status", "tpmC", "checks", "failure"])
+    return 0
+
+
+def _print_cell(d: dict) -> None:
+    result = d.get("result") or {}
+    print(f"cell {d['cell_id']} (#{d['idx']}, repeat {d['repeat']}): {d['label']} -- {d['status']}")
+    if d.get("failure"):
+        print(f"failure: {d['failure']}")
+    print(f"settings: {json.dumps(d['settings'], sort_keys=True)}")
+    if result:
+        print(f"tpmC {result.get('tpmc')}, NOPM {result.get('nopm')}, TPM {result.get('tpm')}, "
+              f"measured {result.get('measured_seconds')} s, errors {result.get('errors')}")
+        for op, lat in sorted((result.get("latency_ms") or {}).items()):
+            print(f"  {op:<13} p50 {lat.get('p50')} ms  p95 {lat.get('p95')} ms  p99 {lat.get('p99')} ms")
+    print(f"checks: {d.get('check_ok')}; server {d.get('server_version')}; phases (s): {d.get('phases')}")
+    print(f"golden: {json.dumps(d.get('golden'), sort_keys=True)}")
+    print(f"tiers: {json.dumps((d.get('tiers') or {}).get('placement'), sort_keys=True)}")
+    if d.get("option_file"):
+        print("option files:\n" + d["option_file"])
+    print(f"timeline: {len(d.get('timeline') or [])} intervals; variables: {len(d.get('variables') or {})}; "
+          f"pt-mysql-summary: {'stored' if d.get('pt_summary') else 'not stored'} (see --json)")
+
+
+def cmd_results_export(args) -> int:
+    from tuner.cliutil import to_jsonable
+    from tuner.sweep.results import ResultsStore
+
+    with ResultsStore(args.results, create=False) as store:
+        run_id = store.resolve_run_id(_run_ref(args.run))
+        rows = list(store.iter_export_rows(run_id))
+    out = open(args.output, "w", newline="") if args.output else sys.stdout
+    try:
+        if args.json:
+            json.dump(to_jsonable(rows), out, indent=2, sort_keys=True, default=str)
+            out.write("\n")
+        else:
+            cols: list[str] = []
+            for r in rows:
+                cols += [k for k in r if k not in cols]
+            w = csv.DictWriter(out, fieldnames=cols)
+            w.writeheader()
+            for r in rows:
+                w.writerow(r)
+    finally:
+        if args.output:
+            out.close()
+    return 0
+
+
+# ---------------------------------------------------------------------------
+
+
+def demo_spec():
+    """The shipped demo spec, fitted to this host: without root there is no tmpfs to mount, so /dev/shm
+    (the tmpfs every Linux has) stands in as an existing-path tier; zram is optional (root only)."""
+    import dataclasses
+
+    from tuner.sweep.spec import TierSpec, load_spec
+
+    spec = load_spec("demo")
+    notes = []
+    if os.geteuid() != 0 and "tmpfs" in spec.tiers and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        tiers = dict(spec.tiers)
+        tiers["tmpfs"] = TierSpec(name="tmpfs", kind="path", path="/dev/shm", note="not root: /dev/shm instead of a new tmpfs")
+        spec = dataclasses.replace(spec, tiers=tiers)
+        notes.append("not root: using /dev/shm (a tmpfs) instead of mounting one; zram cells are skipped")
+    return spec, notes
+
+
+def cmd_demo(args) -> int:
+    import time
+
+    from tuner.sweep.plan import format_seconds, make_plan, print_plan
+
+    t0 = time.monotonic()
+    spec, notes = demo_spec()
+    for n in notes:
+        print(f"demo: {n}")
+    plan = make_plan(spec)
+    print_plan(plan)
+    if args.dry_run:
+        return 0
+    summary = _run_plan(plan, args)
+    from tuner.sandbox import innotier_home
+
+    out_dir = args.output or str(innotier_home() / "reports" / summary.run_id)
+    rep = _write_report(summary.run_id, out_dir, args.results)
+    print()
+    print(f"demo finished in {format_seconds(time.monotonic() - t0)}: {summary.ran} cell runs now "
+          f"({summary.skipped_finished} finished earlier), {len(summary.failed)} failed")
+    print(f"report: {rep.html}")
+    print(f"        {rep.markdown}")
+    print("recommendation:")
+    for r in rep.recommendations:
+        print(f"  - {r}")
+    return 1 if summary.failed else 0

@@ -1,0 +1,258 @@
+"""Where a cell's files go: the tiers a sweep uses, and placing components of a cloned datadir on them.
+
+Tiers (``TierSession``): a ``home`` tier is a directory under $INNOTIER_HOME, a ``path`` tier an
+existing directory; ``tmpfs`` and ``zram`` tiers are created with the tiers code
+(``datadir_mover.tiers``: the provider's ``plan_create`` + ``apply_plan``, the same steps
+``innotier tiers create`` runs) on a mount point under ``$INNOTIER_HOME/mnt/`` and destroyed with the
+provider's ``destroy_steps`` when the sweep ends.  A mount left behind by a runner that was killed is
+recognized (same mount point, same kind) and reused.
+
+Components (``place_components``): the cell's datadir is cloned straight onto its tier (the clone is
+the copy).  A component placed on another tier (redo, ibdata, undo, tmpdir) is moved with the
+relocation code's own pieces -- ``components.top_names`` (which files are the component's),
+``copy.walk`` + ``copy.copy_tree`` (verified, durable copy) and ``placement.with_option`` (the
+``50-innotier-placement.cnf`` drop-in) -- rather than its journaled online executor: the server is
+stopped and the datadir is a disposable clone of a verified golden copy, so there is nothing to
+journal or roll back.  The originals in the clone are removed only after the copy verified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tuner.durable import write_atomic
+from tuner.errors import InnotierError, SweepError
+from tuner.sandbox import Sandbox, innotier_home
+from tuner.sweep.spec import DEFAULT_PLACEMENT, TierSpec
+
+PLACEMENT_DROPIN = "50-innotier-placement.cnf"
+
+
+def _tier_facts(path: str) -> dict[str, Any]:
+    from datadir_mover.tiers.detect import tier_for_path
+
+    try:
+        return tier_for_path(path).to_dict()
+    except InnotierError as exc:
+        return {"error": str(exc)}
+
+
+@dataclass
+class ProvidedTier:
+    spec: TierSpec
+    root: Path  # where the sweep's cells put their files on this tier
+    mountpoint: Path | None = None  # provisioned tiers
+    created: bool = False  # this session mounted it (and destroys it at close)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+class TierSession:
+    """Provides the tiers a run uses; provisions tmpfs/zram and tears them down at ``close()``."""
+
+    def __init__(self, run_id: str, tiers: dict[str, TierSpec], echo: Callable[[str], None] | None = None) -> None:
+        self.run_id = run_id
+        self.specs = tiers
+        self.echo = echo or (lambda _m: None)
+        self.provided: dict[str, ProvidedTier] = {}
+
+    def open(self, names: list[str]) -> None:
+        try:
+            for name in names:
+                self.provided[name] = self._provide(self.specs[name])
+        except BaseException:
+            self.close()
+            raise
+
+    def root(self, name: str) -> Path:
+        return self.provided[name].root
+
+    def facts(self, name: str) -> dict[str, Any]:
+        t = self.provided[name]
+        if not t.facts:
+            t.facts = _tier_facts(str(t.root))
+        return t.facts
+
+    def _provide(self, t: TierSpec) -> ProvidedTier:
+        if t.kind == "home":
+            root = innotier_home() / "sweeps" / self.run_id / "tiers" / t.name
+            root.mkdir(parents=True, exist_ok=True)
+            return ProvidedTier(t, root)
+        if t.kind == "path":
+            root = Path(t.path) / f"innotier-sweep-{self.run_id}"
+            root.mkdir(parents=True, exist_ok=True)
+            return ProvidedTier(t, root)
+        if t.kind == "md":
+            raise SweepError(f"tier {t.name}: md RAID cannot be provided here; give an existing RAID mount as a "
+                             "path tier")
+        mountpoint = tier_mountpoint(self.run_id, t.name)
+        created = False
+        if not _is_mount(mountpoint):
+            self.echo(f"creating tier {t.describe()} on {mountpoint}")
+            _create_tier(t, mountpoint, self.echo)
+            created = True
+        else:
+            self.echo(f"reusing tier {t.name} mounted on {mountpoint} by an earlier, interrupted run")
+            created = True  # ours (named for this run): destroy it at the end
+        root = mountpoint / "cells"
+        root.mkdir(exist_ok=True)
+        return ProvidedTier(t, root, mountpoint=mountpoint, created=created)
+
+    def close(self) -> list[str]:
+        """Destroy the tiers this session created; returns problems (never raises)."""
+        problems = []
+        for name, t in list(self.provided.items()):
+            if t.created and t.mountpoint is not None:
+                try:
+                    self.echo(f"destroying tier {name} ({t.mountpoint})")
+                    destroy_tier(t.mountpoint, self.echo)
+                except Exception as exc:  # keep tearing down the others
+                    problems.append(f"tier {name}: {exc}")
+            elif t.spec.kind in ("home", "path"):
+                shutil.rmtree(t.root, ignore_errors=True)
+            self.provided.pop(name, None)
+        return problems
+
+
+def _is_mount(p: Path) -> bool:
+    return p.exists() and os.path.ismount(p)
+
+
+def tier_mountpoint(run_id: str, tier: str) -> Path:
+    return innotier_home() / "mnt" / f"{run_id}-{tier}"
+
+
+def _create_plan(t: TierSpec, mountpoint: Path):
+    """The tiers code's own creation plan for a tmpfs/ramfs/zram tier (side-effect free)."""
+    from datadir_mover.tiers.host import Host
+    from datadir_mover.tiers.registry import provider_named
+
+    from tuner.units import format_size
+
+    if t.kind in ("tmpfs", "ramfs"):
+        provider = provider_named("ramdisk")
+        args = argparse.Namespace(fs=t.kind, size=format_size(t.size or 0), mount=str(mountpoint), mode="0755",
+                                  options=t.mount_options)
+    elif t.kind == "zram":
+        provider = provider_named("zram")
+        args = argparse.Namespace(size=format_size(t.size or 0), algorithm=None, fs=t.fs or "ext4",
+                                  mount=str(mountpoint), options=t.mount_options)
+    else:
+        raise SweepError(f"tier {t.name}: kind {t.kind} cannot be created by a sweep")
+    try:
+        return provider.plan_create(args, Host())
+    except InnotierError as exc:
+        raise SweepError(f"tier {t.name}: {exc}") from None
+
+
+def provision_blocker(t: TierSpec, run_id: str) -> str | None:
+    """Why the tiers code would refuse to create this tier here (plan time), or None."""
+    mountpoint = tier_mountpoint(run_id, t.name)
+    if _is_mount(mountpoint):
+        return None  # left by an interrupted run of this sweep: reused
+    plan = _create_plan(t, mountpoint)
+    return plan.blockers[0] if plan.blockers else None
+
+
+def _create_tier(t: TierSpec, mountpoint: Path, echo: Callable[[str], None]) -> None:
+    from datadir_mover.tiers.plan import apply_plan
+
+    plan = _create_plan(t, mountpoint)
+    try:
+        apply_plan(plan, echo=None)
+    except InnotierError as exc:
+        raise SweepError(f"tier {t.name}: {exc}") from None
+
+
+def destroy_tier(mountpoint: Path, echo: Callable[[str], None] | None = None) -> None:
+    """Unmount (and for zram reset and remove) a tier this sweep created, with the tiers code's own steps."""
+    from datadir_mover.tiers.detect import tier_for_path
+    from datadir_mover.tiers.host import Host
+    from datadir_mover.tiers.plan import Plan, apply_plan
+
+    host = Host()
+    tier = tier_for_path(str(mountpoint))
+    if os.path.realpath(tier.mountpoint or "") != os.path.realpath(mountpoint):
+        return  # not mounted any more
+    from datadir_mover.tiers.registry import provider_for_tier
+
+    provider = provider_for_tier(tier)
+    plan = Plan(title=f"destroy the tier on {mountpoint}", steps=provider.destroy_steps(tier, host))
+    apply_plan(plan, echo=None)
+    try:
+        mountpoint.rmdir()
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------
+# Cells
+
+
+def cell_dir(session: TierSession, tier: str, sandbox_name: str) -> Path:
+    return session.root(tier) / sandbox_name
+
+
+def clear_cell_dirs(session: TierSession, sandbox_name: str) -> None:
+    """Remove what an earlier (interrupted) attempt of a cell left on any tier: disposable clones."""
+    for name in session.provided:
+        p = cell_dir(session, name, sandbox_name)
+        if p.exists():
+            shutil.rmtree(p)
+
+
+def place_components(sb: Sandbox, placement: dict[str, str], session: TierSession,
+                     options: dict[str, str] | None = None) -> dict[str, Any]:
+    """Move the components placed off the datadir's tier out of the (stopped, cloned) datadir.
+
+    Returns {component: {"tier", "dir", "files", "bytes"}} and writes the placement drop-in.
+    """
+    from datadir_mover.move import components
+    from datadir_mover.move import placement as placement_file
+    from datadir_mover.move.copy import copy_tree, walk
+    from tuner.server import model_from_variables
+
+    base_tier = placement[DEFAULT_PLACEMENT]
+    moves = {c: t for c, t in placement.items() if c != DEFAULT_PLACEMENT and t != base_tier}
+    if not moves:
+        return {}
+    model = model_from_variables({**_variables_of(sb), **(options or {})}, sandbox=sb.name)
+    dropin = sb.conf_d / PLACEMENT_DROPIN
+    text = dropin.read_text() if dropin.exists() else None
+    done: dict[str, Any] = {}
+    for comp, tier in sorted(moves.items()):
+        try:
+            components.check_supported(comp, model)
+        except InnotierError as exc:
+            raise SweepError(f"placement of {comp}: {exc}") from None
+        info = components.get(comp)
+        target = cell_dir(session, tier, sb.name) / comp
+        target.mkdir(parents=True, exist_ok=True)
+        src_dir = components.source_dir(comp, model)
+        names = components.top_names(comp, model, src_dir) if info.copies_files else []
+        missing = [n for n in components.expected_names(comp, model) if n not in names]
+        if missing:
+            raise SweepError(f"placement of {comp}: {', '.join(missing)} not found in the clone at {src_dir}; "
+                             "the golden copy is incomplete: delete it so it is rebuilt")
+        nbytes = 0
+        if names:
+            entries = walk(src_dir, top_names=names)
+            manifest, stats = copy_tree(src_dir, target, entries, verify=True)
+            nbytes = stats.bytes_copied
+            for n in names:  # the clone's originals, now that a verified copy exists
+                p = Path(src_dir) / n
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        text = placement_file.with_option(text, info.variable, str(target))
+        done[comp] = {"tier": tier, "dir": str(target), "files": names, "bytes": nbytes}
+    write_atomic(dropin, text or "", mode=0o644)
+    return done
+
+
+def _variables_of(sb: Sandbox) -> dict[str, str]:
+    """What the server model needs to know about a stopped sandbox: its datadir and version."""
+    return {"datadir": sb.datadir, "version": sb.version_string, "version_comment": sb.version_string,
+            "innodb_page_size": str(sb.page_size), "tmpdir": str(sb.tmpdir)}

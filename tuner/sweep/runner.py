@@ -1,0 +1,517 @@
+"""Running a sweep plan: cell by cell, resumable, observable.
+
+For each cell run: clone the golden copy onto the cell's datadir tier, place the other components,
+apply the cell's profile, start, warm up and measure with the TPC-C driver, run the consistency
+checks, collect what reproduces the cell (server variables, option files, tier facts,
+pt-mysql-summary), stop, and record everything in the results store in **one transaction**.
+
+Resume: a cell is finished when its row is committed (SQLite WAL, synchronous=FULL).  Running the
+same spec again (same content -> same run id) skips finished cells; a cell interrupted at any point
+(even by SIGKILL) has no row and runs again from scratch: whatever it left behind (a server still
+running, a half-made clone) is removed first.  One runner per run id at a time (a lockf record lock).
+
+While it runs the exporter (exporters.live) serves the TPC-C metrics of the current cell, the
+server's InnoDB counters and the sweep's progress on one endpoint for the whole sweep.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tuner import __version__
+from tuner.errors import InnotierError, SweepError
+from tuner.sandbox import ServerBinaries, innotier_home
+from tuner.server import ConnectionSpec
+from tuner.sweep import golden as golden_mod
+from tuner.sweep.placement import TierSession, cell_dir, clear_cell_dirs, place_components
+from tuner.sweep.plan import Cell, Plan, cell_seconds, format_seconds, golden_seconds
+from tuner.sweep.results import CellRecord, ResultsStore
+from tuner.sweep.spec import placement_label
+
+PHASES = ("prepare", "golden", "clone", "place", "configure", "start", "warmup", "measure", "check", "collect",
+          "stop", "record")
+SQL_VERSION = "SELECT VERSION()"
+
+
+@dataclass
+class RunnerOptions:
+    results: str | None = None  # results database path (default $INNOTIER_HOME/results.db)
+    listen: str | None = "127.0.0.1:9623"  # exporter address; None: no exporter
+    pt_summary: bool = True  # store pt-mysql-summary output when percona-toolkit is installed
+    echo: Callable[[str], None] = print
+    live: bool | None = None  # rich live progress (default: when stdout is a terminal)
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    total: int
+    skipped_finished: int
+    ran: int
+    failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    metrics_url: str | None = None
+    results: str = ""
+
+
+# ---------------------------------------------------------------------------
+# Progress
+
+
+class Progress:
+    """Cell i of n, the current phase and the time left: a rich live line on a terminal, else plain lines."""
+
+    def __init__(self, total: int, echo: Callable[[str], None], live: bool) -> None:
+        self.total = total
+        self.echo = echo
+        self.i = 0
+        self.label = ""
+        self.phase = ""
+        self.left = 0.0
+        self._live = None
+        self._progress = None
+        self._task = None
+        if live:
+            from rich.progress import BarColumn, Progress as RichProgress, TextColumn
+
+            self._progress = RichProgress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[left]}"),
+                                          transient=False)
+            self._task = self._progress.add_task("", total=total, left="")
+            self._progress.start()
+
+    def update(self, i: int, label: str, phase: str, seconds_left: float, completed: int | None = None) -> None:
+        changed = (i, label, phase) != (self.i, self.label, self.phase)
+        self.i, self.label, self.phase, self.left = i, label, phase, seconds_left
+        text = f"cell {i}/{self.total} {label}: {phase}"
+        left = f"about {format_seconds(seconds_left)} left"
+        if self._progress is not None:
+            self._progress.update(self._task, description=text, left=left,
+                                  completed=completed if completed is not None else max(i - 1, 0))
+        elif changed:
+            self.echo(f"[{i}/{self.total}] {label}: {phase} ({left})")
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+# ---------------------------------------------------------------------------
+# The runner
+
+
+class _RunLock:
+    """A POSIX record lock (lockf) on the run's lock file: held by this process only, so forked children
+    (the driver's workers) do not keep it after a SIGKILL of the runner, unlike flock."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def __enter__(self) -> "_RunLock":
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            other = Path(self.path).read_text().strip() or "?"
+            os.close(self.fd)
+            raise SweepError(f"another runner (pid {other}) is running this sweep now; wait for it or stop it "
+                             "first") from None
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, f"{os.getpid()}\n".encode())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        fcntl.lockf(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def sandbox_name_for(plan: Plan) -> str:
+    """One sandbox name for every cell of a run (cells run one at a time): a stable exporter label."""
+    return f"sweep-{plan.spec.digest[:10]}"
+
+
+class Runner:
+    def __init__(self, plan: Plan, options: RunnerOptions | None = None) -> None:
+        self.plan = plan
+        self.spec = plan.spec
+        self.opts = options or RunnerOptions()
+        self.echo = self.opts.echo
+        self.sandbox_name = sandbox_name_for(plan)
+        self.bins = ServerBinaries(mysqld=plan.mysqld, install_db=_install_db(plan), flavor=plan.flavor,
+                                   version=plan.version, version_string=plan.version_string, basedir=self.spec.basedir)
+        # the exporter's view of the server under test: updated in place for each cell
+        self.server_spec = ConnectionSpec(socket=None, host="127.0.0.1", port=1, user="root",
+                                          database=golden_mod.TPCC_DATABASE, sandbox=self.sandbox_name)
+        self.exporter = None
+        self.measured: list[float] = []  # seconds of finished cells (for time left)
+        self.done = 0  # finished cell runs of this run (for the exporter's progress)
+        self.environment = environment(plan)
+
+    # -- top level -----------------------------------------------------------
+
+    def run(self) -> RunSummary:
+        if self.plan.refusal:
+            raise SweepError(f"sweep {self.spec.name} cannot run on this machine: {self.plan.refusal}")
+        t0 = time.monotonic()
+        run_dir = innotier_home() / "sweeps" / self.plan.run_id
+        with _RunLock(run_dir / "runner.lock"):
+            store = ResultsStore(self.opts.results)
+            try:
+                return self._run(store, t0)
+            finally:
+                store.close()
+
+    def _run(self, store: ResultsStore, t0: float) -> RunSummary:
+        plan = self.plan
+        store.begin_run(plan.run_id, self.spec.name, self.spec.digest, self.spec.text, self.spec.canonical(),
+                        plan.to_dict(), len(plan.cells), self.environment)
+        finished = store.finished_cell_ids(plan.run_id)
+        todo = [c for c in plan.cells if c.cell_id not in finished]
+        self.done = len(plan.cells) - len(todo)
+        summary = RunSummary(plan.run_id, len(plan.cells), len(plan.cells) - len(todo), 0, results=str(store.path))
+        if finished:
+            self.echo(f"resuming run {plan.run_id}: {len(plan.cells) - len(todo)} of {len(plan.cells)} cells are "
+                      "already finished and will not run again")
+        for c, reason in plan.skipped:
+            if c.repeat == 1:
+                self.echo(f"skipping {c.label}: {reason}")
+        if not todo:
+            store.finish_run(plan.run_id)
+            self.echo(f"run {plan.run_id} is complete; nothing to do")
+            return summary
+        tiers = TierSession(plan.run_id, self.spec.tiers, echo=self.echo)
+        progress = Progress(len(plan.cells), self.echo, self._live())
+        try:
+            tiers.open(sorted({t for c in todo for t in c.tiers_used}))
+            self._start_exporter(summary)
+            for c in todo:
+                rec = self._run_cell(c, tiers, progress, todo)
+                store.record_cell(rec)
+                self.done += rec.status == "ok"
+                if self.exporter is not None:
+                    self.exporter.set_progress(self.done, len(plan.cells), "between cells")
+                summary.ran += 1
+                if rec.status != "ok":
+                    summary.failed.append(f"{c.label} (repeat {c.repeat}): {rec.failure}")
+                    self.echo(f"cell {c.index}/{len(plan.cells)} {c.label} failed: {rec.failure}")
+                else:
+                    self.echo(f"cell {c.index}/{len(plan.cells)} {c.label} (repeat {c.repeat}): "
+                              f"tpmC {rec.tpmc:,.0f}, checks {'passed' if rec.check_ok else 'FAILED'}")
+            if len(store.finished_cell_ids(plan.run_id)) == len(plan.cells):
+                store.finish_run(plan.run_id)
+        finally:
+            progress.close()
+            self._stop_exporter()
+            golden_mod.discard_cell_sandbox(self.sandbox_name)
+            for problem in tiers.close():
+                self.echo(f"warning: {problem}")
+        summary.seconds = time.monotonic() - t0
+        return summary
+
+    def _live(self) -> bool:
+        if self.opts.live is not None:
+            return self.opts.live
+        return sys.stdout.isatty()
+
+    # -- exporter ------------------------------------------------------------
+
+    def _start_exporter(self, summary: RunSummary) -> None:
+        if not self.opts.listen:
+            return
+        from exporters.live import start_live_exporter
+        from tuner.measure import Measurement
+
+        info = {"sweep": self.spec.name, "driver": self.spec.workload.driver, "mode": self.spec.workload.mode,
+                "warehouses": self.spec.workload.warehouses, "flavor": self.plan.flavor.value,
+                "version": str(self.plan.version)}
+        try:
+            self.exporter = start_live_exporter(Measurement(), self.opts.listen, info, self.server_spec)
+        except InnotierError as exc:
+            if self.opts.listen.endswith(":0"):
+                raise
+            host = self.opts.listen.rsplit(":", 1)[0]
+            self.echo(f"metrics: {exc}; using a free port instead")
+            self.exporter = start_live_exporter(Measurement(), f"{host}:0", info, self.server_spec)
+        summary.metrics_url = self.exporter.url
+        self.echo(f"metrics: {self.exporter.url} (Prometheus scrape target while the sweep runs)")
+
+    def _stop_exporter(self) -> None:
+        if self.exporter is not None:
+            self.exporter.stop()
+            self.exporter = None
+
+    # -- time left -----------------------------------------------------------
+
+    def _seconds_left(self, cell: Cell, todo: list[Cell], phase_started: float, cell_started: float) -> float:
+        per_cell = (sum(self.measured) / len(self.measured)) if self.measured else cell_seconds(
+            self.spec, self.plan.datadir_bytes)
+        remaining = [c for c in todo if c.index > cell.index]
+        missing_goldens = {golden_mod.key_for(self.spec, c, self.bins) for c in remaining}
+        extra = sum(golden_seconds(self.spec, self.plan.datadir_bytes) for k in missing_goldens
+                    if not golden_mod.is_present(k))
+        current_left = max(per_cell - (time.monotonic() - cell_started), 0.0)
+        return current_left + per_cell * len(remaining) + extra
+
+    # -- one cell ------------------------------------------------------------
+
+    def _run_cell(self, cell: Cell, tiers: TierSession, progress: Progress, todo: list[Cell]) -> CellRecord:
+        started_wall = time.time()
+        started = time.monotonic()
+        phases: dict[str, float] = {}
+        state: dict[str, Any] = {"phase": "prepare", "t": started}
+        label = f"{cell.label} r{cell.repeat}"
+
+        def phase(name: str) -> None:
+            now = time.monotonic()
+            prev = state["phase"]
+            phases[prev] = round(phases.get(prev, 0.0) + now - state["t"], 3)
+            state["phase"], state["t"] = name, now
+            progress.update(cell.index, label, name, self._seconds_left(cell, todo, now, started))
+            if self.exporter is not None:
+                self.exporter.set_progress(self.done, len(self.plan.cells), name)
+
+        rec = CellRecord(run_id=self.plan.run_id, cell_id=cell.cell_id, idx=cell.index, config_key=cell.config_key,
+                         repeat=cell.repeat, label=cell.label, settings=cell.settings, status="ok",
+                         started_at=started_wall, finished_at=started_wall, environment=self.environment)
+        sb = None
+        ticker = None
+        try:
+            phase("prepare")
+            golden_mod.discard_cell_sandbox(self.sandbox_name)  # an earlier, interrupted attempt
+            clear_cell_dirs(tiers, self.sandbox_name)
+            key = golden_mod.key_for(self.spec, cell, self.bins)
+            if not golden_mod.is_present(key):
+                phase("golden")
+            rec.golden = golden_mod.ensure(key, self.bins, progress=lambda m: self.echo(m))
+            phase("clone")
+            datadir = cell_dir(tiers, cell.datadir_tier, self.sandbox_name) / "data"
+            clone_info = golden_mod.clone(key, datadir)
+            rec.golden = {**rec.golden, "clone": clone_info}
+            sb = golden_mod.adopt_sandbox(self.sandbox_name, key, datadir, self.bins)
+            phase("place")
+            placed = place_components(sb, cell.placement, tiers, cell.settings.get("options"))
+            phase("configure")
+            from tuner.sweep.profile_bridge import apply_cell_profile
+
+            apply_cell_profile(sb, self.spec, cell)
+            rec.option_file = option_files_text(sb)
+            rec.tiers = {"placement": cell.placement, "placed": placed,
+                         "facts": {t: tiers.facts(t) for t in cell.tiers_used},
+                         "datadir": _facts_for_path(sb.datadir)}
+            phase("start")
+            sb.start()
+            spec = sb.connection_spec(golden_mod.TPCC_DATABASE)
+            self._point_exporter_at(sb, cell)
+            from tuner.measure import Measurement
+
+            measurement = Measurement()
+            if self.exporter is not None:
+                self.exporter.set_measurement(measurement)
+            phase("warmup")
+            ticker = _PhaseTicker(measurement, lambda p: phase(p), float(self.spec.workload.warmup))
+            ticker.start()
+            result = self._drive(spec, cell, measurement)
+            ticker.stop()
+            ticker = None
+            rec.result = result.to_dict()
+            if not result.complete or result.failure:
+                raise SweepError(f"the TPC-C run did not complete: {result.failure or 'incomplete'}")
+            phase("check")
+            from tuner.tpcc.check import run_checks
+
+            report = run_checks(spec, golden_mod.TPCC_DATABASE)
+            rec.check_ok = bool(report.ok)
+            rec.check = _as_dict(report)
+            phase("collect")
+            self._collect(sb, rec)
+            phase("stop")
+            sb.stop("clean")
+            if not rec.check_ok:
+                rec.status, rec.failure = "failed", "TPC-C consistency checks failed after the run"
+        except InnotierError as exc:
+            rec.status, rec.failure = "failed", str(exc)
+        except BaseException:
+            if ticker is not None:
+                ticker.stop()
+            self._cleanup_cell(tiers)
+            raise
+        finally:
+            if ticker is not None:
+                ticker.stop()
+        phase("record")
+        self._cleanup_cell(tiers)
+        rec.phases = phases
+        rec.finished_at = time.time()
+        if rec.status == "ok":
+            self.measured.append(time.monotonic() - started - phases.get("golden", 0.0))
+        return rec
+
+    def _drive(self, spec: ConnectionSpec, cell: Cell, measurement):
+        from tuner.tpcc.config import RunConfig
+
+        w = self.spec.workload
+        cfg = RunConfig(clients=int(cell.settings["clients"]), warmup=w.warmup, duration=w.duration, mode=w.mode,
+                        interval=w.interval, warehouses=w.warehouses, database=golden_mod.TPCC_DATABASE,
+                        driver=w.driver, tool_path=w.tool_path, labels=self._labels(cell)).validate()
+        if w.driver == "builtin":
+            from tuner.tpcc.driver import run
+
+            return run(spec, cfg, measurement=measurement)
+        from tuner.tpcc import adapters
+
+        return adapters.get(w.driver).run(spec, cfg)
+
+    def _labels(self, cell: Cell) -> dict[str, str]:
+        s = cell.settings
+        return {"sweep": self.spec.name, "cell": cell.cell_id, "tier": cell.datadir_tier,
+                # the exporter drops label values with '@' (they look like DSNs): "redo on tmpfs (rest on disk)"
+                "placement": placement_label(cell.placement).replace("@", " on "), "page_size": s["page_size"],
+                "flush_method": str(s.get("flush_method", "")), "doublewrite": str(s.get("doublewrite", "")),
+                "clients": str(s["clients"])}
+
+    def _point_exporter_at(self, sb, cell: Cell) -> None:
+        cs = sb.connection_spec(golden_mod.TPCC_DATABASE)
+        self.server_spec.socket, self.server_spec.password = cs.socket, cs.password
+        self.server_spec.host = self.server_spec.port = None
+        if self.exporter is not None:
+            info = {"sweep": self.spec.name, "driver": self.spec.workload.driver, "mode": self.spec.workload.mode,
+                    "warehouses": self.spec.workload.warehouses, "flavor": self.plan.flavor.value,
+                    "version": str(self.plan.version), **self._labels(cell)}
+            self.exporter.set_info(info)
+
+    def _collect(self, sb, rec: CellRecord) -> None:
+        from tuner.server import fetch_variables
+
+        conn = sb.connection_spec().connect()
+        try:
+            rec.variables = fetch_variables(conn)
+            cur = conn.cursor()
+            cur.execute(SQL_VERSION)
+            rec.server_version = str(cur.fetchone()[0])
+            cur.close()
+        finally:
+            conn.close()
+        if self.opts.pt_summary:
+            rec.pt_summary = pt_mysql_summary(sb.connection_spec())
+
+    def _cleanup_cell(self, tiers: TierSession) -> None:
+        try:
+            golden_mod.discard_cell_sandbox(self.sandbox_name)
+        finally:
+            clear_cell_dirs(tiers, self.sandbox_name)
+
+
+class _PhaseTicker(threading.Thread):
+    """Reports warmup -> measure when the driver's Measurement switches phase."""
+
+    def __init__(self, measurement, on_phase: Callable[[str], None], warmup: float) -> None:
+        super().__init__(daemon=True, name="innotier-sweep-phase")
+        self.m = measurement
+        self.on_phase = on_phase
+        self._stop_evt = threading.Event()
+
+    def run(self) -> None:
+        seen = "warmup"
+        while not self._stop_evt.wait(0.5):
+            p = getattr(self.m, "phase", seen)
+            p = {"measure": "measure", "warmup": "warmup"}.get(p)
+            if p and p != seen:
+                seen = p
+                self.on_phase(p)
+
+    def stop(self) -> None:
+        self._stop_evt.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout=2)
+
+
+def _install_db(plan: Plan) -> str | None:
+    from tuner.sandbox import find_binaries
+
+    return find_binaries(plan.spec.basedir).install_db
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    from tuner.cliutil import to_jsonable
+
+    return to_jsonable(obj) if not isinstance(obj, dict) else obj
+
+
+def _facts_for_path(path: str) -> dict[str, Any]:
+    from tuner.sweep.placement import _tier_facts
+
+    return _tier_facts(path)
+
+
+def option_files_text(sb) -> str:
+    """my.cnf and every conf.d drop-in, as the server reads them (the cell's complete option files)."""
+    parts = [f"# ==> {sb.cnf}\n{sb.cnf.read_text()}"]
+    for p in sorted(Path(sb.conf_d).glob("*.cnf")):
+        parts.append(f"# ==> {p}\n{p.read_text()}")
+    return "\n".join(parts)
+
+
+def pt_mysql_summary(spec: ConnectionSpec, timeout: float = 120.0) -> str | None:
+    """pt-mysql-summary's report (percona-toolkit), credentials via a 0600 defaults file; None when not installed."""
+    tool = shutil.which("pt-mysql-summary")
+    if not tool:
+        return None
+    with spec.client_option_file() as cnf:
+        try:
+            proc = subprocess.run([tool, f"--defaults-file={cnf}", "--sleep=1"], capture_output=True, text=True,
+                                  timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return f"(pt-mysql-summary did not finish within {timeout:.0f} s)"
+    return proc.stdout if proc.returncode == 0 else f"(pt-mysql-summary failed: {proc.stderr.strip()[-500:]})"
+
+
+def _tool_version(argv: list[str]) -> str | None:
+    if not shutil.which(argv[0]):
+        return None
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip().splitlines()
+    return text[0] if text else None
+
+
+def environment(plan: Plan) -> dict[str, Any]:
+    """Kernel, host and tool versions: the context a cell ran in."""
+    import importlib.metadata as md
+
+    def pkg(name: str) -> str | None:
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            return None
+
+    u = os.uname()
+    mem = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return {
+        "innotier": __version__, "python": platform.python_version(), "kernel": f"{u.sysname} {u.release}",
+        "kernel_version": u.version, "machine": u.machine, "hostname": u.nodename, "cpus": os.cpu_count(),
+        "mem_total_bytes": mem, "server": plan.version_string, "mysqld": plan.mysqld,
+        "tools": {"mysql-connector-python": pkg("mysql-connector-python"), "matplotlib": pkg("matplotlib"),
+                  "pt-mysql-summary": _tool_version(["pt-mysql-summary", "--version"]),
+                  "cp": _tool_version(["cp", "--version"])},
+        "driver": plan.spec.workload.driver,
+    }

@@ -1,0 +1,475 @@
+"""The sweep spec: a YAML file naming what varies (axes), what is fixed, the tiers and the workload.
+
+Example (see tuner/sweep/specs/*.yaml for the shipped ones)::
+
+    name: demo
+    description: what this sweep answers
+    server: {flavor: mariadb}          # optional basedir: the server binaries to use
+    workload: {driver: builtin, mode: procedures, warehouses: 2, warmup: 5, duration: 30, interval: 5}
+    repeats: 2
+    tiers:                             # named storage tiers components can be placed on
+      disk:  {kind: home}              # a directory under $INNOTIER_HOME (the disk innotier runs on)
+      tmpfs: {kind: tmpfs, size: 1G}   # mounted for the sweep and unmounted afterwards (also: ramfs)
+      zram:  {kind: zram, size: 1G, fs: ext4, optional: true}
+      ssd:   {kind: path, path: /mnt/ssd/innotier}   # an existing directory
+    profile: null                      # a profile name or YAML file applied to every cell
+    fixed: {buffer_pool_size: 256M, clients: 4, options: {innodb_log_file_size: 256M}}
+    axes:
+      placement: [disk, tmpfs, {redo: tmpfs, ibdata: tmpfs}]   # tier name = whole datadir there
+      doublewrite: ["ON", "OFF"]
+
+``fixed`` and ``axes`` share one vocabulary (SETTINGS below); any other server
+option goes under ``options:`` in either.  Values are normalized here so that two
+spellings of one setting (``16k`` and ``16384``) make the same cell.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuner.errors import SweepError, UsageError
+from tuner.server import COMPONENTS
+from tuner.units import PAGE_SIZES, format_size, parse_page_size, parse_size
+
+SPECS_DIR = Path(__file__).resolve().parent / "specs"
+
+# setting name -> server option it sets (None: not a server option)
+SETTINGS: dict[str, str | None] = {
+    "placement": None,  # component -> tier
+    "page_size": "innodb_page_size",  # init-time: one golden copy per page size
+    "clients": None,  # TPC-C client connections
+    "flush_method": "innodb_flush_method",
+    "doublewrite": "innodb_doublewrite",
+    "buffer_pool_size": "innodb_buffer_pool_size",
+    "buffer_pool_instances": "innodb_buffer_pool_instances",
+    "log_file_size": "innodb_log_file_size",
+    "flush_log_at_trx_commit": "innodb_flush_log_at_trx_commit",
+    "io_capacity": "innodb_io_capacity",
+    "options": None,  # any other server option: {name: value} (fixed) or {name: [values]} (axes)
+}
+# short names for labels
+SHORT = {"placement": "", "page_size": "ps", "clients": "c", "flush_method": "flush", "doublewrite": "dw",
+         "buffer_pool_size": "bp", "buffer_pool_instances": "bpi", "log_file_size": "redo",
+         "flush_log_at_trx_commit": "flatc", "io_capacity": "ioc"}
+
+TIER_KINDS = ("home", "path", "tmpfs", "ramfs", "zram", "md")
+DRIVERS = ("builtin", "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc")
+TOP_KEYS = ("name", "description", "server", "workload", "repeats", "tiers", "profile", "fixed", "axes",
+            "exclude", "order", "golden_load_buffer_pool")
+WORKLOAD_KEYS = ("driver", "mode", "warehouses", "warmup", "duration", "interval", "tool_path")
+TIER_KEYS = ("kind", "path", "size", "fs", "optional", "level", "devices", "note", "mount_options")
+DEFAULT_PLACEMENT = "datadir"
+
+
+@dataclass(frozen=True)
+class TierSpec:
+    """A named place components can be put: an existing path, the home disk, or one the sweep provisions."""
+
+    name: str
+    kind: str  # home | path | tmpfs | zram | md
+    path: str | None = None  # kind path
+    size: int | None = None  # provisioned kinds (bytes)
+    fs: str | None = None  # file system made on a provisioned block device (zram, md)
+    optional: bool = False  # cells on it are skipped (with the reason) when it cannot be provided here
+    level: str | None = None  # md: raid level
+    devices: int | None = None  # md: number of member devices
+    device_paths: tuple[str, ...] = ()  # md: the member devices, when named
+    mount_options: str | None = None
+    note: str | None = None
+
+    @property
+    def provisioned(self) -> bool:
+        return self.kind in ("tmpfs", "ramfs", "zram", "md")
+
+    def describe(self) -> str:
+        if self.kind == "path":
+            return f"{self.name} (path {self.path})"
+        if self.kind == "home":
+            return f"{self.name} (the disk under $INNOTIER_HOME)"
+        extra = f" {self.fs}" if self.fs else ""
+        lvl = f" raid{self.level} x{self.devices}" if self.kind == "md" else ""
+        return f"{self.name} ({self.kind}{lvl}{extra}, {format_size(self.size or 0)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()
+                if v not in (None, False, ())}
+
+
+@dataclass(frozen=True)
+class Workload:
+    driver: str = "builtin"
+    mode: str = "procedures"
+    warehouses: int = 1
+    warmup: float = 10.0
+    duration: float = 60.0
+    interval: float = 10.0
+    tool_path: str | None = None
+
+
+@dataclass
+class SweepSpec:
+    """A validated sweep spec; ``axes`` and ``fixed`` hold normalized values."""
+
+    name: str
+    description: str
+    flavor: str | None
+    version: str | None
+    basedir: str | None
+    workload: Workload
+    repeats: int
+    tiers: dict[str, TierSpec]
+    profile: str | None
+    fixed: dict[str, Any]
+    axes: dict[str, list[Any]]
+    exclude: list[dict[str, Any]] = field(default_factory=list)
+    order: str = "interleave"  # interleave: repeat 1 of every cell, then repeat 2 ...; sequential
+    source: str | None = None  # the file it came from
+    text: str = ""  # the YAML as given (stored with the results)
+
+    def canonical(self) -> dict[str, Any]:
+        """What defines the sweep's cells and measurements (not comments or description)."""
+        return {
+            "name": self.name, "flavor": self.flavor, "version": self.version, "basedir": self.basedir,
+            "workload": self.workload.__dict__, "repeats": self.repeats,
+            "tiers": {k: t.to_dict() for k, t in sorted(self.tiers.items())},
+            "profile": self.profile, "fixed": self.fixed, "axes": self.axes, "exclude": self.exclude,
+            "order": self.order,
+        }
+
+    @property
+    def digest(self) -> str:
+        blob = json.dumps(self.canonical(), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+    @property
+    def run_id(self) -> str:
+        """Same spec content, same run: re-running the same spec resumes it."""
+        return f"{self.name}-{self.digest[:10]}"
+
+
+# ---------------------------------------------------------------------------
+# Loading
+
+
+def resolve_spec_path(name_or_path: str) -> Path:
+    """A spec file path, or the name of a shipped spec (``demo`` -> specs/demo.yaml)."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    shipped = SPECS_DIR / f"{name_or_path}.yaml"
+    if shipped.is_file() and "/" not in name_or_path:
+        return shipped
+    known = ", ".join(sorted(x.stem for x in SPECS_DIR.glob("*.yaml")))
+    raise SweepError(f"sweep spec {name_or_path!r} is neither a file nor a shipped spec ({known}); "
+                     "give the path of a YAML spec")
+
+
+def load_spec(name_or_path: str) -> SweepSpec:
+    import yaml
+
+    path = resolve_spec_path(name_or_path)
+    text = path.read_text()
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where else ""
+        raise SweepError(f"sweep spec {path} is not valid YAML{at}; fix its syntax") from None
+    spec = parse_spec(doc, source=str(path))
+    spec.text = text
+    return spec
+
+
+def parse_spec(doc: Any, source: str = "<spec>") -> SweepSpec:
+    """Validate a spec document (already parsed YAML) into a SweepSpec; every error names the fix."""
+    if not isinstance(doc, dict):
+        raise SweepError(f"sweep spec {source} must be a mapping with at least name, workload and axes")
+    _unknown(doc, TOP_KEYS, f"top-level key in {source}")
+    name = str(doc.get("name") or Path(source).stem)
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise SweepError(f"sweep name {name!r} is not valid; use letters, digits, '-' or '_'")
+    server = doc.get("server") or {}
+    if not isinstance(server, dict):
+        raise SweepError("server: must be a mapping like {flavor: mariadb, basedir: /opt/mysql-8.0}")
+    _unknown(server, ("flavor", "version", "basedir"), "key under server:")
+    flavor = server.get("flavor")
+    if flavor is not None and str(flavor).lower() not in ("mariadb", "mysql", "percona"):
+        raise SweepError(f"server.flavor {flavor!r} is unknown; use mariadb, mysql or percona")
+    workload = _workload(doc.get("workload") or {})
+    repeats = doc.get("repeats", 1)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise SweepError(f"repeats: {repeats!r} is not valid; give 1 or more (2 or more to measure noise)")
+    tiers = _tiers(doc.get("tiers") or {})
+    fixed = _fixed(doc.get("fixed") or {}, tiers)
+    axes = _axes(doc.get("axes") or {}, tiers)
+    for k in axes:
+        if k == "options":
+            both = set(axes["options"]) & set(fixed.get("options", {}))
+            if both:
+                raise SweepError(f"option {sorted(both)[0]} is both fixed and an axis; keep it in one place")
+        elif k in fixed:
+            raise SweepError(f"{k} is both fixed and an axis; keep it in one place")
+    exclude = doc.get("exclude") or []
+    if not isinstance(exclude, list) or not all(isinstance(e, dict) for e in exclude):
+        raise SweepError("exclude: must be a list of mappings, e.g. [{page_size: 4k, clients: 64}]")
+    exclude = [_fixed(e, tiers, what="exclude") for e in exclude]
+    order = str(doc.get("order") or "interleave")
+    if order not in ("interleave", "sequential"):
+        raise SweepError(f"order: {order!r} is unknown; use interleave (repeats round-robin) or sequential")
+    profile = doc.get("profile")
+    return SweepSpec(name=name, description=str(doc.get("description") or "").strip(),
+                     flavor=str(flavor).lower() if flavor else None,
+                     version=str(server["version"]) if server.get("version") else None,
+                     basedir=server.get("basedir"), workload=workload, repeats=repeats, tiers=tiers,
+                     profile=str(profile) if profile else None, fixed=fixed, axes=axes, exclude=exclude,
+                     order=order, source=source)
+
+
+def _unknown(d: dict, allowed: tuple[str, ...], what: str) -> None:
+    for k in d:
+        if k not in allowed:
+            raise SweepError(f"unknown {what} {k!r}; valid: {', '.join(allowed)}")
+
+
+def _number(v: Any, what: str, minimum: float = 0.0, integer: bool = False) -> float:
+    if isinstance(v, str):
+        s = v.strip().lower()
+        mult = 60 if s.endswith("m") and not integer else 1
+        s = s.rstrip("ms") if not integer else s
+        try:
+            v = float(s) * mult
+        except ValueError:
+            raise SweepError(f"{what} {v!r} is not a number; write it like 30 (seconds)") from None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise SweepError(f"{what} {v!r} is not a number")
+    if v < minimum or (integer and int(v) != v):
+        kind = "a whole number" if integer else "a number"
+        raise SweepError(f"{what} {v!r} is not valid; give {kind} >= {minimum:g}")
+    return int(v) if integer else float(v)
+
+
+def _workload(d: Any) -> Workload:
+    if not isinstance(d, dict):
+        raise SweepError("workload: must be a mapping like {warehouses: 2, warmup: 10, duration: 60}")
+    _unknown(d, WORKLOAD_KEYS, "key under workload:")
+    driver = str(d.get("driver", "builtin"))
+    if driver not in DRIVERS:
+        raise SweepError(f"workload.driver {driver!r} is unknown; use one of {', '.join(DRIVERS)}")
+    mode = str(d.get("mode", "procedures"))
+    if mode not in ("procedures", "statements"):
+        raise SweepError(f"workload.mode {mode!r} is unknown; use procedures or statements")
+    return Workload(driver=driver, mode=mode,
+                    warehouses=int(_number(d.get("warehouses", 1), "workload.warehouses", 1, integer=True)),
+                    warmup=_number(d.get("warmup", 10), "workload.warmup", 0),
+                    duration=_number(d.get("duration", 60), "workload.duration", 1),
+                    interval=_number(d.get("interval", 10), "workload.interval", 1),
+                    tool_path=d.get("tool_path"))
+
+
+def _tiers(d: Any) -> dict[str, TierSpec]:
+    if not isinstance(d, dict):
+        raise SweepError("tiers: must be a mapping of name -> {kind: ..., ...}")
+    if not d:
+        d = {"disk": {"kind": "home"}}
+    out = {}
+    for name, t in d.items():
+        if not isinstance(t, dict):
+            raise SweepError(f"tier {name!r} must be a mapping like {{kind: tmpfs, size: 1G}}")
+        _unknown(t, TIER_KEYS, f"key in tier {name!r}:")
+        kind = str(t.get("kind") or ("path" if t.get("path") else ""))
+        if kind not in TIER_KINDS:
+            raise SweepError(f"tier {name!r} has kind {kind or 'missing'!r}; use one of {', '.join(TIER_KINDS)}")
+        path = t.get("path")
+        if kind == "path":
+            if not path:
+                raise SweepError(f"tier {name!r} (kind path) needs path: an existing directory")
+            path = os.path.expandvars(os.path.expanduser(str(path)))
+        elif path:
+            raise SweepError(f"tier {name!r} is kind {kind}: it has no path: (innotier provides the directory)")
+        size = None
+        if kind in ("tmpfs", "ramfs", "zram", "md"):
+            if t.get("size") is None:
+                raise SweepError(f"tier {name!r} ({kind}) needs size:, e.g. size: 1G")
+            try:
+                size = parse_size(t["size"], f"tier {name} size")
+            except UsageError as exc:
+                raise SweepError(str(exc)) from None
+        fs = t.get("fs")
+        if kind in ("zram", "md"):
+            fs = str(fs or "ext4")
+            if fs not in ("ext4", "xfs", "btrfs", "f2fs"):
+                raise SweepError(f"tier {name!r} fs {fs!r} is unknown; use ext4, xfs, btrfs or f2fs")
+        elif fs:
+            raise SweepError(f"tier {name!r} is kind {kind}: fs: applies only to zram and md tiers")
+        level = devices = None
+        device_paths: tuple[str, ...] = ()
+        if kind == "md":
+            level = str(t.get("level", "")).lower().replace("raid", "")
+            if level not in ("0", "1", "5", "6", "10"):
+                raise SweepError(f"tier {name!r} (md) level {t.get('level')!r} is not valid; use 0, 1, 5, 6 or 10")
+            raw = t.get("devices", 4)
+            device_paths = tuple(str(d) for d in raw) if isinstance(raw, list) else ()
+            devices = len(device_paths) if device_paths else int(_number(raw, f"tier {name} devices", 2, integer=True))
+            need = {"0": 2, "1": 2, "5": 3, "6": 4, "10": 4}[level]
+            if devices < need:
+                raise SweepError(f"tier {name!r}: RAID {level} needs at least {need} devices, not {devices}")
+        out[str(name)] = TierSpec(name=str(name), kind=kind, path=path, size=size, fs=fs,
+                                  optional=bool(t.get("optional", False)), level=level, devices=devices,
+                                  device_paths=device_paths, mount_options=t.get("mount_options"), note=t.get("note"))
+    return out
+
+
+# -- setting values ----------------------------------------------------------
+
+
+def normalize_setting(name: str, value: Any, tiers: dict[str, TierSpec]) -> Any:
+    """One canonical form per setting value, so equal cells compare equal."""
+    if name == "placement":
+        return normalize_placement(value, tiers)
+    if name == "page_size":
+        try:
+            return PAGE_SIZES[parse_page_size(value)]
+        except UsageError as exc:
+            raise SweepError(str(exc)) from None
+    if name == "clients":
+        return int(_number(value, "clients", 1, integer=True))
+    if name in ("buffer_pool_size", "log_file_size"):
+        try:
+            return format_size(parse_size(value, name))
+        except UsageError as exc:
+            raise SweepError(str(exc)) from None
+    if name in ("buffer_pool_instances", "io_capacity", "flush_log_at_trx_commit"):
+        return int(_number(value, name, 0, integer=True))
+    if name == "doublewrite":
+        return _onoff(value)
+    if name == "flush_method":
+        return str(value)
+    raise SweepError(f"unknown setting {name!r}")
+
+
+def _onoff(value: Any) -> str:
+    if value is True:
+        return "ON"
+    if value is False:
+        return "OFF"
+    s = str(value).strip()
+    return {"1": "ON", "0": "OFF", "on": "ON", "off": "OFF", "true": "ON", "false": "OFF"}.get(s.lower(), s)
+
+
+def normalize_placement(value: Any, tiers: dict[str, TierSpec]) -> dict[str, str]:
+    """``tmpfs`` -> {datadir: tmpfs}; a mapping component -> tier; components not named stay in the datadir."""
+    if isinstance(value, str):
+        value = {DEFAULT_PLACEMENT: value}
+    if not isinstance(value, dict) or not value:
+        raise SweepError(f"placement {value!r} is not valid; give a tier name or a mapping like "
+                         "{redo: tmpfs, ibdata: tmpfs}")
+    out = {}
+    for comp, tier in value.items():
+        if comp not in COMPONENTS:
+            raise SweepError(f"placement component {comp!r} is unknown; valid: {', '.join(COMPONENTS)}")
+        if str(tier) not in tiers:
+            raise SweepError(f"placement puts {comp} on tier {tier!r}, which is not defined under tiers: "
+                             f"(defined: {', '.join(tiers) or 'none'})")
+        out[comp] = str(tier)
+    if DEFAULT_PLACEMENT not in out:
+        home = [n for n, t in tiers.items() if t.kind == "home"]
+        out[DEFAULT_PLACEMENT] = home[0] if home else next(iter(tiers))
+    return dict(sorted(out.items()))
+
+
+def placement_label(p: dict[str, str]) -> str:
+    """datadir@tmpfs, or redo+ibdata@tmpfs (rest@disk)."""
+    base = p.get(DEFAULT_PLACEMENT)
+    moved: dict[str, list[str]] = {}
+    for comp, tier in p.items():
+        if comp != DEFAULT_PLACEMENT and tier != base:
+            moved.setdefault(tier, []).append(comp)
+    if not moved:
+        return f"datadir@{base}"
+    parts = [f"{'+'.join(sorted(c))}@{t}" for t, c in sorted(moved.items())]
+    return " ".join(parts) + f" (rest@{base})"
+
+
+def _fixed(d: Any, tiers: dict[str, TierSpec], what: str = "fixed") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        raise SweepError(f"{what}: must be a mapping of setting -> value")
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if k not in SETTINGS:
+            raise SweepError(f"unknown setting {k!r} under {what}:; valid: {', '.join(SETTINGS)} "
+                             "(any other server option goes under options:)")
+        if k == "options":
+            if not isinstance(v, dict):
+                raise SweepError(f"{what}.options must be a mapping of server option -> value")
+            out["options"] = {_option_name(o): _option_value(x) for o, x in v.items()}
+        else:
+            if isinstance(v, list):
+                raise SweepError(f"{what}.{k} is a list; a list of values belongs under axes:")
+            out[k] = normalize_setting(k, v, tiers)
+    return out
+
+
+def _axes(d: Any, tiers: dict[str, TierSpec]) -> dict[str, list[Any]]:
+    if not isinstance(d, dict):
+        raise SweepError("axes: must be a mapping of setting -> list of values")
+    out: dict[str, list[Any]] = {}
+    for k, v in d.items():
+        if k not in SETTINGS:
+            raise SweepError(f"unknown axis {k!r}; valid axes: {', '.join(SETTINGS)} "
+                             "(any other server option goes under axes.options)")
+        if k == "options":
+            if not isinstance(v, dict):
+                raise SweepError("axes.options must be a mapping of server option -> list of values")
+            opts = {}
+            for o, vals in v.items():
+                vals = _values_list(f"axes.options.{o}", vals)
+                opts[_option_name(o)] = _no_duplicates(f"axes.options.{o}", [_option_value(x) for x in vals])
+            out["options"] = opts
+        else:
+            vals = _values_list(f"axes.{k}", v)
+            out[k] = _no_duplicates(f"axes.{k}", [normalize_setting(k, x, tiers) for x in vals])
+    return out
+
+
+def _values_list(what: str, v: Any) -> list[Any]:
+    if not isinstance(v, list):
+        raise SweepError(f"{what} must be a list of values, e.g. [\"ON\", \"OFF\"]")
+    if not v:
+        raise SweepError(f"{what} is an empty list; give at least one value or remove the axis")
+    return v
+
+
+def _no_duplicates(what: str, vals: list[Any]) -> list[Any]:
+    seen = []
+    for x in vals:
+        if x in seen:
+            raise SweepError(f"{what} lists {x!r} twice (after normalizing), which would make duplicate cells; "
+                             "remove one")
+        seen.append(x)
+    return vals
+
+
+def _option_name(name: Any) -> str:
+    n = str(name).strip().replace("-", "_")
+    if not n or not n.replace("_", "").replace(".", "").isalnum():
+        raise SweepError(f"server option name {name!r} is not valid")
+    return n
+
+
+def _option_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "ON" if v else "OFF"
+    return str(v)
+
+
+def spec_copy(spec: SweepSpec, **changes: Any) -> SweepSpec:
+    new = copy.deepcopy(spec)
+    for k, v in changes.items():
+        setattr(new, k, v)
+    return new

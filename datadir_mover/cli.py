@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
+from tuner.cliutil import register_modules
 
 AREAS = ("datadir_mover.tiers_cli", "datadir_mover.move_cli", "datadir_mover.persist_cli")
 
 
 def register(sub) -> None:
-    for name in AREAS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        module.register(sub)
+    register_modules(sub, AREAS)

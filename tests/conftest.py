@@ -95,3 +95,54 @@ def tpcc_w1(shared_sandbox):
     spec = shared_sandbox.connection_spec()
     load(spec, warehouses=1, database="tpcc", drop=True, progress=False)
     return spec.with_database("tpcc")
+
+
+# ---------------------------------------------------------------------------
+# Relocation and persistence (tests/move, tests/persist): real tmpfs and zram-ext4 tiers, a golden loaded
+# datadir and clones of it.  Defined here, once, so both folders share one session instance.
+
+@pytest.fixture(scope="session")
+def mv_tiers(innotier_home):
+    """{'tmpfs': path, 'zram': path}: a real tmpfs and a real zram-backed ext4, unmounted at the end."""
+    if os.geteuid() != 0:
+        pytest.fail("the mover's tests need root (mounts, zram); CI runs them as root")
+    base = Path(innotier_home) / "tiers"
+    paths = {"tmpfs": str(base / "tmpfs"), "zram": str(base / "zram")}
+    _mv().mount_tmpfs(paths["tmpfs"], "1G")
+    try:
+        _mv().mount_zram_ext4(paths["zram"], "1G")
+        yield paths
+    finally:
+        for p in paths.values():
+            _mv().unmount(p)
+
+
+@pytest.fixture(scope="session")
+def golden(innotier_home):
+    return _mv().golden_sandbox()
+
+
+@pytest.fixture
+def clone(golden, request):
+    """A running clone of the golden sandbox, named for the test; killed and destroyed afterwards."""
+    made = []
+
+    def make(name: str, datadir: str | None = None, start: bool = True):
+        sb = _mv().clone_sandbox(name, datadir=datadir, start=start)
+        made.append(sb.name)
+        return sb
+
+    yield make
+    from tuner.sandbox import Sandbox
+
+    for name in made:
+        try:
+            Sandbox.load(name).destroy(force=True)
+        except Exception:
+            pass
+
+
+def _mv():
+    import mvhelpers  # tests/mvhelpers.py; tests/ is on sys.path (rootdir conftest)
+
+    return mvhelpers

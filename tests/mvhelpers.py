@@ -2,8 +2,7 @@
 
 - ``mount_tmpfs`` / ``mount_zram_ext4``: real mounts (root), torn down by the caller's finalizer;
   zram devices are hot-added and hot-removed one by one (others may use zram on this host).
-- ``golden_sandbox``: one MariaDB sandbox with a TPC-C schema of 1 warehouse (or, until the
-  TPC-C loader exists, a schema of our own), stopped cleanly; built once per session under
+- ``golden_sandbox``: one MariaDB sandbox with a TPC-C schema of 1 warehouse, stopped cleanly; built once per session under
   the session's INNOTIER_HOME and reused by tests/move and tests/persist.
 - ``clone_sandbox``: a new sandbox whose datadir is a ``cp -a`` of the golden one (seconds,
   instead of initializing and loading again).
@@ -11,8 +10,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import os
 import re
 import subprocess
@@ -23,7 +20,6 @@ from datadir_mover.probe import read_mounts
 
 GOLDEN = "golden-mv"
 GOLDEN_OPTIONS = {"innodb_undo_tablespaces": "2", "innodb_log_file_size": "32M", "innodb_buffer_pool_size": "128M"}
-OWN_SCHEMA = "mvdata"
 
 
 def is_mounted(path: str) -> bool:
@@ -77,47 +73,6 @@ def unmount(path: str) -> None:
                     time.sleep(0.1)
 
 
-def tpcc_available() -> bool:
-    try:
-        importlib.import_module("tuner.tpcc.loader")
-        importlib.import_module("tuner.tpcc.check")
-        return True
-    except ModuleNotFoundError:
-        return False
-
-
-def load_own_schema(spec) -> None:
-    """A small schema of our own (orders with lines), used only while the TPC-C loader is not there."""
-    conn = spec.with_database(None).connect()
-    cur = conn.cursor()
-    cur.execute(f"CREATE DATABASE IF NOT EXISTS {OWN_SCHEMA}")
-    cur.execute(f"CREATE TABLE {OWN_SCHEMA}.orders (id INT PRIMARY KEY AUTO_INCREMENT, c INT, total BIGINT,"
-                " note VARCHAR(200), KEY(c)) ENGINE=InnoDB")
-    cur.execute(f"CREATE TABLE {OWN_SCHEMA}.olines (o INT, n INT, amount INT, PRIMARY KEY(o, n)) ENGINE=InnoDB")
-    for batch in range(20):
-        cur.execute("START TRANSACTION")
-        for i in range(500):
-            cur.execute(f"INSERT INTO {OWN_SCHEMA}.orders (c, total, note) VALUES (%s, 0, REPEAT('x', 150))",
-                        (i % 97,))
-            oid = cur.lastrowid
-            cur.executemany(f"INSERT INTO {OWN_SCHEMA}.olines VALUES (%s, %s, %s)",
-                            [(oid, n, (oid * 7 + n) % 1000) for n in range(5)])
-            cur.execute(f"UPDATE {OWN_SCHEMA}.orders SET total = (SELECT SUM(amount) FROM {OWN_SCHEMA}.olines "
-                        "WHERE o = %s) WHERE id = %s", (oid, oid))
-        cur.execute("COMMIT")
-    conn.close()
-
-
-def own_schema_consistent(spec) -> bool:
-    conn = spec.with_database(None).connect()
-    cur = conn.cursor()
-    cur.execute(f"SELECT COUNT(*) FROM {OWN_SCHEMA}.orders o WHERE o.total <> "
-                f"(SELECT COALESCE(SUM(amount), 0) FROM {OWN_SCHEMA}.olines l WHERE l.o = o.id)")
-    bad = cur.fetchone()[0]
-    conn.close()
-    return bad == 0
-
-
 def golden_sandbox():
     """The session's golden sandbox (stopped, loaded); built on first use."""
     from tuner import sandbox as sbx
@@ -131,13 +86,9 @@ def golden_sandbox():
         pass
     sb = sbx.create(GOLDEN, page_size="16k", options=dict(GOLDEN_OPTIONS))
     sb.start()
-    spec = sb.connection_spec()
-    if tpcc_available():
-        from tuner.tpcc.loader import load
+    from tuner.tpcc.loader import load
 
-        load(spec, warehouses=1, database="tpcc", drop=True, progress=False)
-    else:
-        load_own_schema(spec)
+    load(sb.connection_spec(), warehouses=1, database="tpcc", drop=True, progress=False)
     sb.stop("clean")
     Path(sb.dir, "golden.ready").write_text("1\n")
     return sb
@@ -148,21 +99,10 @@ def clone_sandbox(name: str, datadir: str | None = None, start: bool = True):
     from tuner import sandbox as sbx
 
     golden = golden_sandbox()
-    sb_dir = sbx.sandboxes_dir() / name
-    sb_dir.mkdir(parents=True)
-    data = Path(datadir) if datadir else sb_dir / "data"
+    data = Path(datadir) if datadir else sbx.sandboxes_dir() / name / "data"
+    data.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cp", "-a", golden.datadir, str(data)], check=True)
-    sb = dataclasses.replace(golden, name=name, dir=str(sb_dir), datadir=str(data), port=sbx.free_port(),
-                             socket=sbx._socket_path(sb_dir, name), needs_bootstrap=False, created_at=time.time())
-    sb.conf_d.mkdir(parents=True, exist_ok=True)
-    sb.tmpdir.mkdir(parents=True, exist_ok=True)
-    client = golden.client_cnf.read_text()
-    client = re.sub(r"(?m)^socket=.*$", f"socket={sb.socket}", client)
-    from tuner.durable import write_atomic
-
-    write_atomic(sb.client_cnf, client, mode=0o600)
-    sb.write_cnf()
-    sb.save()
+    sb = sbx.adopt(name, data, golden.client_cnf, golden.page_size, sbx.binaries_of(golden), options=golden.options)
     if start:
         sb.start()
     return sb
@@ -183,40 +123,19 @@ def checksums(spec) -> dict:
 
 
 def data_consistent(spec) -> None:
-    """TPC-C consistency checks when the schema is TPC-C, else our own schema's invariant."""
-    if tpcc_available():
-        from tuner.tpcc.check import run_checks
+    """The TPC-C consistency checks pass."""
+    from tuner.tpcc.check import run_checks
 
-        report = run_checks(spec.with_database("tpcc"), database="tpcc")
-        assert report.ok, f"TPC-C checks failed: {report}"
-    else:
-        assert own_schema_consistent(spec), "orders.total no longer equals the sum of its lines"
+    report = run_checks(spec.with_database("tpcc"), database="tpcc")
+    assert report.ok, f"TPC-C checks failed: {report}"
 
 
 def short_workload(spec, seconds: float = 3.0) -> int:
-    """A short write workload: the TPC-C driver when the schema is TPC-C, else transactions of our own.
+    """A short TPC-C run (the real driver); returns the number of committed transactions."""
+    from tuner.tpcc.config import RunConfig
+    from tuner.tpcc.driver import run
 
-    Returns the number of committed transactions.
-    """
-    if tpcc_available():
-        from tuner.tpcc.config import RunConfig
-        from tuner.tpcc.driver import run
-
-        result = run(spec.with_database("tpcc"), RunConfig(clients=2, warmup=0.0, duration=seconds, interval=seconds,
-                                                          workers=1))
-        assert result.complete, f"the TPC-C run did not complete: {result.failure}"
-        return sum(per_op.get("commit", 0) for per_op in result.counts.values())
-    conn = spec.with_database(OWN_SCHEMA).connect()
-    cur = conn.cursor()
-    n = 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        cur.execute("START TRANSACTION")
-        cur.execute("INSERT INTO orders (c, total, note) VALUES (1, 0, 'w')")
-        oid = cur.lastrowid
-        cur.executemany("INSERT INTO olines VALUES (%s, %s, %s)", [(oid, k, k + 1) for k in range(3)])
-        cur.execute("UPDATE orders SET total = 6 WHERE id = %s", (oid,))
-        cur.execute("COMMIT")
-        n += 1
-    conn.close()
-    return n
+    result = run(spec.with_database("tpcc"), RunConfig(clients=2, warmup=0.0, duration=seconds, interval=seconds,
+                                                      workers=1))
+    assert result.complete, f"the TPC-C run did not complete: {result.failure}"
+    return sum(per_op.get("commit", 0) for per_op in result.counts.values())

@@ -7,10 +7,10 @@ so this file only wires them together and owns the one top-level error handler.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from tuner import __version__
+from tuner.cliutil import register_modules
 from tuner.errors import InnotierError
 
 # (module, what it adds); order is the order of --help
@@ -33,14 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"innotier {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in REGISTRARS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # an area not built yet
-            if exc.name == name:
-                continue
-            raise
-        module.register(sub)
+    register_modules(sub, REGISTRARS)
     return parser
 
 

@@ -79,3 +79,17 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str | Non
     for r in rows:
         table.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in columns])
     Console().print(table)
+
+
+def register_modules(sub, module_names) -> None:
+    """Let each named module add its sub-commands (``module.register(sub)``); a module not built is skipped."""
+    import importlib
+
+    for name in module_names:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)

@@ -567,3 +567,34 @@ def _initialize(sb: Sandbox, bins: ServerBinaries) -> None:
         msg = msg if isinstance(msg, str) else msg[0]
         raise SandboxError(f"initializing the datadir of sandbox {sb.name} failed: {msg.strip()}; "
                            f"check the options given with --option")
+
+
+def binaries_of(sb: Sandbox) -> ServerBinaries:
+    """The server binaries a sandbox was created with."""
+    return ServerBinaries(mysqld=sb.mysqld, install_db=sb.install_db, flavor=sb.flavor,
+                          version=Version.parse(sb.version), version_string=sb.version_string, basedir=sb.basedir)
+
+
+def adopt(name: str, datadir: str | os.PathLike, credentials_from: str | os.PathLike, page_size: str | int,
+          binaries: ServerBinaries, options: dict[str, str] | None = None, port: int | None = None) -> Sandbox:
+    """A sandbox around an already-initialized datadir (a verified clone of a golden copy): no initialization.
+
+    The datadir's mysql.user already holds the root password of the sandbox it was cloned from, so the
+    0600 client.cnf is copied from ``credentials_from`` with this sandbox's socket.
+    """
+    validate_name(name)
+    sb_dir = sandboxes_dir() / name
+    if (sb_dir / "sandbox.json").exists():
+        raise SandboxError(f"sandbox {name} already exists; destroy it first or pick another name")
+    sb_dir.mkdir(parents=True, exist_ok=True)
+    sb = Sandbox(name=name, dir=str(sb_dir), datadir=str(datadir), port=port or free_port(),
+                 socket=_socket_path(sb_dir, name), mysqld=binaries.mysqld, install_db=binaries.install_db,
+                 flavor=binaries.flavor, version=str(binaries.version), version_string=binaries.version_string,
+                 page_size=parse_page_size(page_size), options=dict(options or {}), basedir=binaries.basedir,
+                 created_at=time.time(), needs_bootstrap=False)
+    sb.write_cnf()
+    sb.tmpdir.mkdir(exist_ok=True)
+    creds = [ln for ln in Path(credentials_from).read_text().splitlines() if not ln.startswith("socket")]
+    write_atomic(sb.client_cnf, "\n".join(creds + [f"socket={sb.socket}"]) + "\n", mode=0o600)
+    sb.save()
+    return sb

@@ -269,24 +269,9 @@ def adopt_sandbox(name: str, key: GoldenKey, datadir: Path, bins: ServerBinaries
     """Make a sandbox around a cloned datadir: no initialization, the golden copy's credentials."""
     from tuner import sandbox as sbx
 
-    sbx.validate_name(name)
-    sb_dir = sbx.sandboxes_dir() / name
-    if (sb_dir / "sandbox.json").exists():
+    if (sbx.sandboxes_dir() / name / "sandbox.json").exists():
         raise SweepError(f"sandbox {name} already exists; the runner removes a cell's leftovers before cloning")
-    sb_dir.mkdir(parents=True, exist_ok=True)
-    from tuner.units import parse_page_size
-
-    sb = Sandbox(name=name, dir=str(sb_dir), datadir=str(datadir), port=port or sbx.free_port(),
-                 socket=sbx._socket_path(sb_dir, name), mysqld=bins.mysqld, install_db=bins.install_db,
-                 flavor=bins.flavor, version=str(bins.version), version_string=bins.version_string,
-                 page_size=parse_page_size(key.page_size), options={}, basedir=bins.basedir,
-                 created_at=time.time(), needs_bootstrap=False)
-    sb.write_cnf()
-    sb.tmpdir.mkdir(exist_ok=True)
-    creds = [ln for ln in (key.dir / "client.cnf").read_text().splitlines() if not ln.startswith("socket")]
-    write_atomic(sb.client_cnf, "\n".join(creds + [f"socket={sb.socket}"]) + "\n", mode=0o600)
-    sb.save()
-    return sb
+    return sbx.adopt(name, datadir, key.dir / "client.cnf", key.page_size, bins, port=port)
 
 
 def discard_cell_sandbox(name: str) -> None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import datetime
 import os
-import queue
+
 import threading
 import time
 from dataclasses import dataclass, field

@@ -276,7 +276,7 @@ def rates(start: CounterSample, end: CounterSample) -> dict[str, float]:
     minutes = max(end.at - start.at, 1e-6) / 60.0
     return {"nopm": round((end.next_order_ids - start.next_order_ids) / minutes, 1),
             "tpm": round((end.transactions - start.transactions) / minutes, 1),
-            "window_seconds": round(end.at - start.at, 3)}
+            "window_seconds": round(end.at - start.at, 6)}
 
 
 class CounterWindow:
@@ -392,3 +392,25 @@ def check_ran(out: ToolOutput, label: str, ok: bool = True) -> None:
     if out.returncode != 0 or not ok:
         raise WorkloadError(f"{label} failed (exit code {out.returncode}): {tail(out.text)}; "
                             "fix the cause shown and run again")
+
+
+def verify_loaded(spec: ConnectionSpec, database: str, table: str, tool: str, label: str, warehouses: int) -> None:
+    """After a peer's loader: the schema holds exactly the warehouses asked for."""
+    loaded = count_warehouses(spec, database, table, tool)
+    if loaded != warehouses:
+        raise WorkloadError(f"{label} loaded {loaded} warehouses into {database}, not {warehouses}; "
+                            "see its output and load again with drop")
+
+
+def prepare_run(spec: ConnectionSpec, cfg, table: str, tool: str, label: str, find) -> tuple[str, int]:
+    """The checks every peer run makes first, in this order: a valid config and database name, the tool
+    found, a loaded schema with the warehouses asked for, clients within max_connections.  Returns (tool, warehouses)."""
+    cfg.validate()
+    check_database_name(cfg.database)
+    path = find(cfg.tool_path)
+    loaded = count_warehouses(spec, cfg.database, table, tool)
+    if cfg.warehouses is not None and cfg.warehouses != loaded:
+        raise UsageError(f"the {label} schema in {cfg.database} has {loaded} warehouses, not {cfg.warehouses}; "
+                         f"run with --warehouses {loaded} or load it again")
+    check_clients(spec, cfg.clients)
+    return path, loaded

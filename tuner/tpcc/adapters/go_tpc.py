@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import time
 
-from tuner.errors import UsageError, WorkloadError
+from tuner.errors import UsageError
 from tuner.measure import RunResult
 from tuner.server import ConnectionSpec
 from tuner.tpcc.adapters import _common as common
@@ -145,23 +145,13 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
                               + ["prepare", "--no-check"], timeout=600 + 300 * warehouses,
                               secrets_=(account.password,), on_line=on_line)
     common.check_ran(out, "go-tpc prepare", ok=FINISHED in out.text)
-    loaded = common.count_warehouses(spec, database, WAREHOUSE_TABLE, name)
-    if loaded != warehouses:
-        raise WorkloadError(f"go-tpc loaded {loaded} warehouses into {database}, not {warehouses}; "
-                            "see its output and load again with drop")
+    common.verify_loaded(spec, database, WAREHOUSE_TABLE, name, "go-tpc", warehouses)
     return time.monotonic() - t0
 
 
 def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
     """A warm-up run (--time warm-up) then the measured run (--time duration --interval interval)."""
-    cfg.validate()
-    common.check_database_name(cfg.database)
-    binary = find_tool(cfg.tool_path)
-    loaded = common.count_warehouses(spec, cfg.database, WAREHOUSE_TABLE, name)
-    if cfg.warehouses is not None and cfg.warehouses != loaded:
-        raise UsageError(f"the go-tpc schema in {cfg.database} has {loaded} warehouses, not {cfg.warehouses}; "
-                         f"run with --warehouses {loaded} or load it again")
-    common.check_clients(spec, cfg.clients)
+    binary, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "go-tpc", find_tool)
     wait = ["--wait"] if cfg.keying_and_think else []
     window = common.CounterWindow(spec, cfg.database, DISTRICT_TABLE)
 

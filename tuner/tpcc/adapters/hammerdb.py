@@ -36,7 +36,7 @@ import shutil
 import tempfile
 import time
 
-from tuner.errors import ToolMissing, UsageError, WorkloadError
+from tuner.errors import ToolMissing, UsageError
 from tuner.measure import RunResult
 from tuner.server import ConnectionSpec
 from tuner.tpcc.adapters import _common as common
@@ -266,23 +266,13 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
                         timeout=600 + 120 * warehouses, on_line=on_line)
     text = out.text.replace("\r", "")
     common.check_ran(out, "HammerDB buildschema", ok=bool(LOAD_DONE_RE.search(text)) and not FAILED_RE.search(text))
-    loaded = common.count_warehouses(spec, database, WAREHOUSE_TABLE, name)
-    if loaded != warehouses:
-        raise WorkloadError(f"HammerDB loaded {loaded} warehouses into {database}, not {warehouses}; "
-                            "see its output and load again with drop")
+    common.verify_loaded(spec, database, WAREHOUSE_TABLE, name, "HammerDB", warehouses)
     return time.monotonic() - t0
 
 
 def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
     """Run HammerDB's timed driver with cfg's clients, ramp-up (warm-up) and duration on its loaded schema."""
-    cfg.validate()
-    common.check_database_name(cfg.database)
-    cli = find_tool(cfg.tool_path)
-    loaded = common.count_warehouses(spec, cfg.database, WAREHOUSE_TABLE, name)
-    if cfg.warehouses is not None and cfg.warehouses != loaded:
-        raise UsageError(f"the HammerDB schema in {cfg.database} has {loaded} warehouses, not {cfg.warehouses}; "
-                         f"run with --warehouses {loaded} or load it again")
-    common.check_clients(spec, cfg.clients)
+    cli, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "HammerDB", find_tool)
     rampup = minutes_for(cfg.warmup)
     duration = minutes_for(cfg.duration, minimum_steps=1)
     timeout = float(rampup) * 60 + float(duration) * 60 + 180 + cfg.clients

@@ -32,7 +32,7 @@ import re
 import tempfile
 import time
 
-from tuner.errors import ToolMissing, UsageError, WorkloadError
+from tuner.errors import ToolMissing, UsageError
 from tuner.measure import RunResult
 from tuner.server import ConnectionSpec
 from tuner.tpcc.adapters import _common as common
@@ -223,25 +223,15 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
                               cwd=os.path.dirname(script), timeout=600 + 300 * warehouses,
                               secrets_=(account.password,), on_line=on_line)
     common.check_ran(out, "sysbench-tpcc prepare")
-    loaded = common.count_warehouses(spec, database, WAREHOUSE_TABLE, name)
-    if loaded != warehouses:
-        raise WorkloadError(f"sysbench-tpcc loaded {loaded} warehouses into {database}, not {warehouses}; "
-                            "see its output and load again with drop")
+    common.verify_loaded(spec, database, WAREHOUSE_TABLE, name, "sysbench-tpcc", warehouses)
     return time.monotonic() - t0
 
 
 def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
     """A warm-up run (--time=warm-up) then the measured run (--time=duration --histogram=on)."""
-    cfg.validate()
     if cfg.keying_and_think:
         raise UsageError("sysbench-tpcc has no keying and think times; run it without --keying-and-think")
-    common.check_database_name(cfg.database)
-    script = find_tool(cfg.tool_path)
-    loaded = common.count_warehouses(spec, cfg.database, WAREHOUSE_TABLE, name)
-    if cfg.warehouses is not None and cfg.warehouses != loaded:
-        raise UsageError(f"the sysbench-tpcc schema in {cfg.database} has {loaded} warehouses, not "
-                         f"{cfg.warehouses}; run with --warehouses {loaded} or load it again")
-    common.check_clients(spec, cfg.clients)
+    script, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "sysbench-tpcc", find_tool)
     warmup, duration, interval = (max(0, round(cfg.warmup)), max(1, round(cfg.duration)),
                                   max(1, round(cfg.interval)))
     window = common.CounterWindow(spec, cfg.database, DISTRICT_TABLE)

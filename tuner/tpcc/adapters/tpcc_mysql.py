@@ -217,25 +217,15 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
             th.join()
     for out in outs:
         common.check_ran(out, "tpcc_load", ok=LOAD_DONE in out.text)
-    loaded = common.count_warehouses(spec, database, WAREHOUSE_TABLE, name)
-    if loaded != warehouses:
-        raise WorkloadError(f"tpcc_load loaded {loaded} warehouses into {database}, not {warehouses}; "
-                            "see its output and load again with drop")
+    common.verify_loaded(spec, database, WAREHOUSE_TABLE, name, "tpcc_load", warehouses)
     return time.monotonic() - t0
 
 
 def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
     """Run ``tpcc_start`` with cfg's warehouses, clients, ramp-up (-r), duration (-l) and interval (-i)."""
-    cfg.validate()
     if cfg.keying_and_think:
         raise UsageError("tpcc-mysql has no keying and think times; run it without --keying-and-think")
-    common.check_database_name(cfg.database)
-    start = find_tool(cfg.tool_path)
-    loaded = common.count_warehouses(spec, cfg.database, WAREHOUSE_TABLE, name)
-    if cfg.warehouses is not None and cfg.warehouses != loaded:
-        raise UsageError(f"the tpcc-mysql schema in {cfg.database} has {loaded} warehouses, not {cfg.warehouses}; "
-                         f"run with --warehouses {loaded} or load it again")
-    common.check_clients(spec, cfg.clients)
+    start, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "tpcc-mysql", find_tool)
     warmup, duration, interval = (max(0, round(cfg.warmup)), max(1, round(cfg.duration)),
                                   max(1, round(cfg.interval)))
     window = common.CounterWindow(spec, cfg.database, DISTRICT_TABLE)

@@ -36,7 +36,8 @@ def _finished(db: Path, run_id: str) -> list[tuple]:
 
 
 def _our_servers(sandbox_dir: Path) -> list[int]:
-    """mariadbd processes started with a cnf under this sandbox dir."""
+    """mariadbd processes of the sweep's cell sandboxes (sweep-*) under this sandbox dir; other tests'
+    sandboxes in the same session are not the sweep's business."""
     pids = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
@@ -44,7 +45,7 @@ def _our_servers(sandbox_dir: Path) -> list[int]:
                 cmd = (p / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if any(str(sandbox_dir).encode() in a for a in cmd) and cmd[0].endswith((b"mariadbd", b"mysqld")):
+            if any(str(sandbox_dir / "sweep-").encode() in a for a in cmd) and cmd[0].endswith((b"mariadbd", b"mysqld")):
                 pids.append(int(p.name))
     return pids
 

@@ -7,6 +7,7 @@ so this file only wires them together and owns the one top-level error handler.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tuner import __version__
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if not sys.stdout.isatty() and "COLUMNS" not in os.environ:
+        os.environ["COLUMNS"] = "200"  # rich would squeeze tables to 80 columns in a pipe or a log
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

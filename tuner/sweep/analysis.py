@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.sweep.results import CellRecord
-from tuner.sweep.spec import DEFAULT_PLACEMENT, SHORT, placement_label
+from tuner.sweep.spec import DEFAULT_PLACEMENT, config_label, placement_label
 from tuner.sweep.stats import Comparison, Summary, compare, summarize
 
 # lower is safer; settings not listed are neutral.  Sources: MySQL 8.0 manual 17.6.4 (doublewrite:
@@ -83,15 +83,7 @@ def varying_of(settings: dict[str, Any], axes: dict[str, Any]) -> dict[str, Any]
 
 
 def label_of(varying: dict[str, Any]) -> str:
-    parts = []
-    for k, v in varying.items():
-        if k == "placement":
-            parts.append(placement_label(v))
-        elif k == "options":
-            parts += [f"{o}={ov}" for o, ov in v.items()]
-        else:
-            parts.append(f"{SHORT.get(k, k)}={v}")
-    return " ".join(parts) or "baseline"
+    return config_label(varying) or "baseline"
 
 
 def configs_from(cells: list[CellRecord], axes: dict[str, Any]) -> list[Config]:

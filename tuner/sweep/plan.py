@@ -23,8 +23,7 @@ from typing import Any
 
 from tuner.errors import InnotierError, SweepError
 from tuner.server import Flavor, Version, has_doublewrite_files
-from tuner.sweep.spec import (DEFAULT_PLACEMENT, SETTINGS, SHORT, SweepSpec, TierSpec, normalize_placement,
-                              placement_label)
+from tuner.sweep.spec import DEFAULT_PLACEMENT, SETTINGS, SweepSpec, TierSpec, config_label, normalize_placement
 from tuner.units import format_size, human_size, parse_page_size, parse_size
 
 DEFAULTS = {"page_size": "16k", "clients": 8}
@@ -88,18 +87,6 @@ class Cell:
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "cell_id": self.cell_id, "config_key": self.config_key,
                 "repeat": self.repeat, "label": self.label, "settings": self.settings, "varying": self.varying}
-
-
-def config_label(varying: dict[str, Any]) -> str:
-    parts = []
-    for k, v in varying.items():
-        if k == "placement":
-            parts.append(placement_label(v))
-        elif k == "options":
-            parts += [f"{o}={ov}" for o, ov in v.items()]
-        else:
-            parts.append(f"{SHORT.get(k, k)}={v}")
-    return " ".join(parts)
 
 
 def cell_options(settings: dict[str, Any]) -> dict[str, str]:

@@ -473,3 +473,16 @@ def spec_copy(spec: SweepSpec, **changes: Any) -> SweepSpec:
     for k, v in changes.items():
         setattr(new, k, v)
     return new
+
+
+def config_label(varying: dict[str, Any]) -> str:
+    """A cell's short name from the settings that vary: `dw=OFF redo on tmpfs`."""
+    parts = []
+    for k, v in varying.items():
+        if k == "placement":
+            parts.append(placement_label(v))
+        elif k == "options":
+            parts += [f"{o}={ov}" for o, ov in v.items()]
+        else:
+            parts.append(f"{SHORT.get(k, k)}={v}")
+    return " ".join(parts)

@@ -402,9 +402,17 @@ def verify_loaded(spec: ConnectionSpec, database: str, table: str, tool: str, la
                             "see its output and load again with drop")
 
 
-def prepare_run(spec: ConnectionSpec, cfg, table: str, tool: str, label: str, find) -> tuple[str, int]:
+def whole_seconds(cfg) -> tuple[int, int, int]:
+    """Warm-up, duration and interval as the whole seconds the command-line peers take."""
+    return max(0, round(cfg.warmup)), max(1, round(cfg.duration)), max(1, round(cfg.interval))
+
+
+def prepare_run(spec: ConnectionSpec, cfg, table: str, tool: str, label: str, find,
+                keying_supported: bool = True) -> tuple[str, int]:
     """The checks every peer run makes first, in this order: a valid config and database name, the tool
     found, a loaded schema with the warehouses asked for, clients within max_connections.  Returns (tool, warehouses)."""
+    if cfg.keying_and_think and not keying_supported:
+        raise UsageError(f"{label} has no keying and think times; run it without --keying-and-think")
     cfg.validate()
     check_database_name(cfg.database)
     path = find(cfg.tool_path)

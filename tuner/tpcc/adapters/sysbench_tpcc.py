@@ -229,11 +229,9 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
 
 def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
     """A warm-up run (--time=warm-up) then the measured run (--time=duration --histogram=on)."""
-    if cfg.keying_and_think:
-        raise UsageError("sysbench-tpcc has no keying and think times; run it without --keying-and-think")
-    script, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "sysbench-tpcc", find_tool)
-    warmup, duration, interval = (max(0, round(cfg.warmup)), max(1, round(cfg.duration)),
-                                  max(1, round(cfg.interval)))
+    script, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "sysbench-tpcc", find_tool,
+                                       keying_supported=False)
+    warmup, duration, interval = common.whole_seconds(cfg)
     window = common.CounterWindow(spec, cfg.database, DISTRICT_TABLE)
 
     def watch(line: str) -> None:

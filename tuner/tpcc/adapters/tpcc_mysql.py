@@ -223,11 +223,9 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
 
 def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
     """Run ``tpcc_start`` with cfg's warehouses, clients, ramp-up (-r), duration (-l) and interval (-i)."""
-    if cfg.keying_and_think:
-        raise UsageError("tpcc-mysql has no keying and think times; run it without --keying-and-think")
-    start, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "tpcc-mysql", find_tool)
-    warmup, duration, interval = (max(0, round(cfg.warmup)), max(1, round(cfg.duration)),
-                                  max(1, round(cfg.interval)))
+    start, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "tpcc-mysql", find_tool,
+                                       keying_supported=False)
+    warmup, duration, interval = common.whole_seconds(cfg)
     window = common.CounterWindow(spec, cfg.database, DISTRICT_TABLE)
 
     def watch(line: str) -> None:  # sample the server counters exactly around tpcc_start's measured phase

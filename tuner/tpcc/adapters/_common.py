@@ -422,3 +422,11 @@ def prepare_run(spec: ConnectionSpec, cfg, table: str, tool: str, label: str, fi
                          f"run with --warehouses {loaded} or load it again")
     check_clients(spec, cfg.clients)
     return path, loaded
+
+
+def attach_server_counters(result, server: dict[str, float] | None, source: str) -> None:
+    """Put a CounterWindow's NOPM and TPM (HammerDB's definitions) on a peer's result, saying where they came from."""
+    if server:
+        result.nopm, result.tpm = server["nopm"], server["tpm"]
+        result.extra["server_window_seconds"] = server["window_seconds"]
+        result.extra["nopm_tpm_source"] = f"server counters sampled {source} (HammerDB's definitions)"

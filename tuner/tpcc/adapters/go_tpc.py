@@ -186,11 +186,7 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     result.warmup_seconds = float(cfg.warmup)
     if warm is not None:
         result.extra["warmup_tpmc"] = parse_output(warm.text).tpmc
-    if server:
-        result.nopm, result.tpm = server["nopm"], server["tpm"]
-        result.extra["server_window_seconds"] = server["window_seconds"]
-        result.extra["nopm_tpm_source"] = ("server counters sampled from the measured process's start to its "
-                                           "'Finished' line (HammerDB's definitions)")
+    common.attach_server_counters(result, server, "from the measured process's start to its 'Finished' line")
     result.extra["tool"] = binary
     if cfg.mode != MODE:
         result.extra["note"] = f"go-tpc runs client-side prepared statements; --mode {cfg.mode} does not apply"

@@ -262,11 +262,7 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     result.warmup_seconds = float(warmup)
     if warm is not None:
         result.extra["warmup_tps"] = parse_output(warm.text).tps
-    if server:
-        result.nopm, result.tpm = server["nopm"], server["tpm"]
-        result.extra["server_window_seconds"] = server["window_seconds"]
-        result.extra["nopm_tpm_source"] = ("server counters sampled from 'Threads started!' to the end of the "
-                                           "measured run (HammerDB's definitions)")
+    common.attach_server_counters(result, server, "from 'Threads started!' to the end of the measured run")
     result.extra["tool"] = script
     if cfg.mode != MODE:
         result.extra["note"] = f"sysbench-tpcc runs client-side statements; --mode {cfg.mode} does not apply"

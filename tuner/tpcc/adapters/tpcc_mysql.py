@@ -247,11 +247,8 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     result = parse_output(out.text)
     if out.timed_out or (out.returncode != 0 and not result.timeline):
         common.check_ran(out, "tpcc_start")
-    if server:
-        result.nopm, result.tpm = server["nopm"], server["tpm"]
-        result.extra["server_window_seconds"] = server["window_seconds"]
-    result.extra.update({"tool": start, "nopm_tpm_source": "server counters sampled at MEASURING START and "
-                         "STOPPING THREADS (HammerDB's definitions)"})
+    common.attach_server_counters(result, server, "at MEASURING START and STOPPING THREADS")
+    result.extra["tool"] = start
     if cfg.mode != MODE:
         result.extra["note"] = f"tpcc-mysql runs client-side statements; --mode {cfg.mode} does not apply"
     return result

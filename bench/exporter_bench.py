@@ -50,7 +50,7 @@ def scrape_loop(url: str, every: float, stop: threading.Event, times: list[float
 
 def one_run(spec, args, exporter_on: bool, scrape_times: list[float], collector_secs: dict) -> float:
     from exporters.live import start_live_exporter
-    from tuner.measure import Measurement
+    from tuner.core.measure import Measurement
     from tuner.tpcc.config import RunConfig
     from tuner.tpcc.driver import run
 
@@ -76,7 +76,7 @@ def one_run(spec, args, exporter_on: bool, scrape_times: list[float], collector_
 def prepare(args):
     """(spec, cleanup): the bench's server with a loaded `tpcc` schema."""
     if args.sandbox:
-        from tuner.sandbox import Sandbox
+        from tuner.core.sandbox import Sandbox
 
         spec = Sandbox.load(args.sandbox).connection_spec("tpcc")
         conn = spec.connect()
@@ -89,7 +89,7 @@ def prepare(args):
         return spec, lambda: None
     home = tempfile.mkdtemp(prefix="ih-xbench-", dir="/tmp")
     os.environ["INNOTIER_HOME"] = home
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
     from tuner.tpcc.loader import load
 
     sb = sbx.create("xbench", page_size="16k", options={"innodb_buffer_pool_size": args.buffer_pool})

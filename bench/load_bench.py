@@ -151,7 +151,7 @@ def main() -> int:
 
     home = tempfile.mkdtemp(prefix="ih-lb-", dir="/tmp")
     os.environ["INNOTIER_HOME"] = home
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     sb = sbx.create("loadbench", page_size="16k", options=PEER_SETTINGS)
     sb.start()

@@ -55,7 +55,7 @@ def _load(spec, warehouses: int) -> str:
 
 
 def _datadir_bytes(spec) -> int:
-    from tuner.server import inspect
+    from tuner.core.server import inspect
 
     d = inspect(spec).datadir
     return sum(f.stat().st_size for f in Path(d).rglob("*") if f.is_file())
@@ -98,7 +98,7 @@ def _pause_writer_from_shutdown(state: str) -> None:
 def _move(sandbox: str, to: str, precopy: bool) -> dict:
     from datadir_mover.move import plan as planmod
     from datadir_mover.move.executor import Executor
-    from tuner.sandbox import Sandbox
+    from tuner.core.sandbox import Sandbox
 
     spec = Sandbox.load(sandbox).connection_spec()
     plan = planmod.build(planmod.MoveRequest("datadir", to, precopy=precopy), spec)
@@ -146,7 +146,7 @@ def main() -> int:
         return 2
     home = Path(tempfile.mkdtemp(prefix="ih-mvb-", dir="/tmp"))
     os.environ["INNOTIER_HOME"] = str(home)
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     tier = home / "tier"
     tier.mkdir()

@@ -22,7 +22,7 @@ def main() -> None:
     args = ap.parse_args()
     home = tempfile.mkdtemp(prefix="ih-bench-", dir="/tmp")
     os.environ["INNOTIER_HOME"] = home
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     try:
         print(f"{'page':>5} {'create s (median/min/max)':>28} {'start s (median/min/max)':>28} {'stop s':>8}")

@@ -35,7 +35,7 @@ def main() -> None:
     from datadir_mover.tiers.plan import apply_plan
     from datadir_mover.tiers.provision import plan_create, plan_destroy
     from tuner.cli import build_parser
-    from tuner.units import parse_size
+    from tuner.core.units import parse_size
 
     size = parse_size(args.size)
     work = tempfile.mkdtemp(prefix="innotier-tbench-", dir="/var/tmp")

@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tuner import sandbox as sbx  # noqa: E402
+from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.tpcc.config import RunConfig  # noqa: E402
 
 SANDBOX_OPTIONS = {  # the peers' server settings (fixtures/peer-output/README.txt)

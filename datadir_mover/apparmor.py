@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tuner.errors import MoveError, ToolMissing
+from tuner.core.errors import MoveError, ToolMissing
 
 PROFILES = ("usr.sbin.mariadbd", "usr.sbin.mysqld")
 BINARY_OF = {"usr.sbin.mariadbd": "/usr/sbin/mariadbd", "usr.sbin.mysqld": "/usr/sbin/mysqld"}
@@ -200,7 +200,7 @@ def validate(change: AppArmorChange, root: str = "/etc/apparmor.d") -> str:
 
 def apply(change: AppArmorChange) -> None:
     """Write the local include (durably) and reload the profile where AppArmor is active."""
-    from tuner.durable import write_atomic
+    from tuner.core.durable import write_atomic
 
     if change.action not in ("apply", "write") or not change.local_path:
         return
@@ -215,7 +215,7 @@ def apply(change: AppArmorChange) -> None:
 
 def remove(change: AppArmorChange) -> None:
     """Remove the move's block (rollback); reload where active."""
-    from tuner.durable import write_atomic
+    from tuner.core.durable import write_atomic
 
     if change.action not in ("apply", "write") or not change.local_path:
         return

@@ -6,9 +6,9 @@ import json
 import sys
 from pathlib import Path
 
-from tuner.cliutil import add_connection_args, connection_from_args, print_json, print_table
-from tuner.errors import MoveError, UsageError
-from tuner.server import COMPONENTS
+from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
+from tuner.core.errors import MoveError, UsageError
+from tuner.core.server import COMPONENTS
 
 EPILOG = ("Components: datadir, redo (innodb_log_group_home_dir), ibdata (innodb_data_home_dir; holds the doublewrite "
           "buffer on MariaDB and MySQL < 8.0.20), doublewrite (innodb_doublewrite_dir, MySQL 8.0.20+), undo "
@@ -132,7 +132,7 @@ def _confirm(question: str, yes: bool) -> None:
 
 def cmd_plan(args) -> int:
     from datadir_mover.move import plan as planmod
-    from tuner.durable import write_json_atomic
+    from tuner.core.durable import write_json_atomic
 
     spec = connection_from_args(args)
     plan = planmod.build(_request(args), spec)

@@ -47,9 +47,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tuner.durable import fsync_dir, write_atomic, write_json_atomic
-from tuner.errors import InnotierError, TierError, ToolMissing, UsageError
-from tuner.server import ConnectionSpec, Flavor, ServerModel, inspect
+from tuner.core.durable import fsync_dir, write_atomic, write_json_atomic
+from tuner.core.errors import InnotierError, TierError, ToolMissing, UsageError
+from tuner.core.server import ConnectionSpec, Flavor, ServerModel, inspect
 
 from datadir_mover.move.copy import copy_tree, digest_file, walk
 
@@ -149,7 +149,7 @@ class PersistConfig:
     def connection_spec(self) -> ConnectionSpec:
         s = self.server
         if s.get("sandbox"):
-            from tuner.sandbox import Sandbox
+            from tuner.core.sandbox import Sandbox
 
             return Sandbox.load(s["sandbox"]).connection_spec()
         creds = Path(self.backing, "client.cnf")
@@ -224,7 +224,7 @@ def save_config(cfg: PersistConfig, spec: ConnectionSpec) -> None:
 def server_running(cfg: PersistConfig) -> bool:
     s = cfg.server
     if s.get("sandbox"):
-        from tuner.sandbox import Sandbox, SandboxState
+        from tuner.core.sandbox import Sandbox, SandboxState
 
         return Sandbox.load(s["sandbox"]).state() == SandboxState.RUNNING
     try:
@@ -237,7 +237,7 @@ def server_running(cfg: PersistConfig) -> bool:
 def server_stopped_cleanly(cfg: PersistConfig) -> bool:
     s = cfg.server
     if s.get("sandbox"):
-        from tuner.sandbox import Sandbox, SandboxState
+        from tuner.core.sandbox import Sandbox, SandboxState
 
         return Sandbox.load(s["sandbox"]).state() == SandboxState.STOPPED
     return not server_running(cfg)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from tuner.cliutil import add_connection_args, connection_from_args, print_json
-from tuner.errors import UsageError
+from tuner.core.cliutil import add_connection_args, connection_from_args, print_json
+from tuner.core.errors import UsageError
 
 ABOUT = ("A volatile tier (tmpfs, ramfs, zram) loses everything on a power loss. persist keeps consistent copies "
          "(mariadb-backup --backup/--prepare, xtrabackup or MySQL CLONE LOCAL; never a plain rsync of live files) "

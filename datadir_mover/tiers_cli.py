@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from tuner.errors import TierError, UsageError
+from tuner.core.errors import TierError, UsageError
 
 
 def register(sub) -> None:
@@ -68,8 +68,8 @@ def register(sub) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from datadir_mover.tiers.detect import detect_tiers
-    from tuner.cliutil import print_json
-    from tuner.units import human_size
+    from tuner.core.cliutil import print_json
+    from tuner.core.units import human_size
 
     tiers = detect_tiers(include_all=args.all)
     if args.json:
@@ -108,7 +108,7 @@ def cmd_create(args: argparse.Namespace) -> int:
 
         tier = tier_for_path(mount)
     if args.json:
-        from tuner.cliutil import print_json
+        from tuner.core.cliutil import print_json
 
         print_json({"plan": plan.to_dict(), "executed": result.executed, "tier": tier.to_dict() if tier else None})
     elif tier:
@@ -128,7 +128,7 @@ def cmd_destroy(args: argparse.Namespace) -> int:
         return 0
     result = _apply_or_explain(plan, args.json)
     if args.json:
-        from tuner.cliutil import print_json
+        from tuner.core.cliutil import print_json
 
         print_json({"plan": plan.to_dict(), "executed": result.executed})
     else:
@@ -141,7 +141,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from datadir_mover.tiers import fio
     from datadir_mover.tiers.detect import tier_for_path
-    from tuner.units import parse_size
+    from tuner.core.units import parse_size
 
     path = os.path.abspath(args.path)
     if not os.path.isdir(path):
@@ -161,7 +161,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     fio.fio_version()
     result = _run_bench_with_progress(fio, tier, path, size, args, baseline)
     if args.json:
-        from tuner.cliutil import print_json
+        from tuner.core.cliutil import print_json
 
         print_json(result.to_dict())
         return 0
@@ -191,7 +191,7 @@ def _yn(v) -> str:
 
 def _print_plan(plan, as_json: bool) -> None:
     if as_json:
-        from tuner.cliutil import print_json
+        from tuner.core.cliutil import print_json
 
         print_json(plan.to_dict())
     else:

@@ -12,7 +12,7 @@ import socket
 import threading
 from dataclasses import dataclass
 
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from exporters.collectors.tpcc import TpccCollector
 from exporters.listen import MetricsServer, serve
 from exporters.naming import driver_id_from
 from exporters.state import RunState
-from tuner.measure import Measurement
+from tuner.core.measure import Measurement
 
 SAMPLE_EVERY_SECONDS = 1.0
 SERVER_SAMPLE_EVERY_TICKS = 5  # the NOPM window is 60 s: a sample every 5 s is plenty

@@ -3,7 +3,7 @@
 node_exporter's textfile collector reads ``*.prom`` files from its
 ``--collector.textfile.directory`` at each scrape; a file must be replaced atomically so
 a scrape never reads half of it (node_exporter docs, "Textfile Collector").  We write it
-with tuner.durable.write_atomic: temp file beside the target, fsync, rename, fsync dir.
+with tuner.core.durable.write_atomic: temp file beside the target, fsync, rename, fsync dir.
 Several drivers on one host write distinct files (``innotier-<driver_id>.prom``), and
 their series differ by ``driver_id``.
 """
@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from exporters.collectors import Scrape, build_sources
 from exporters.naming import driver_id_from
 from exporters.state import RunState
-from tuner.durable import write_atomic
-from tuner.errors import UsageError
-from tuner.measure import Measurement
+from tuner.core.durable import write_atomic
+from tuner.core.errors import UsageError
+from tuner.core.measure import Measurement
 
 
 def _registry_for_measurement(measurement: Measurement, run_info: dict | None, driver_id: str | None,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from profiles.model import Profile, load_profile
 from profiles.render import header_for, render, render_option_file
-from tuner.durable import write_atomic
-from tuner.errors import ProfileError
-from tuner.server import Version
-from tuner.units import PAGE_SIZES, parse_page_size
+from tuner.core.durable import write_atomic
+from tuner.core.errors import ProfileError
+from tuner.core.server import Version
+from tuner.core.units import PAGE_SIZES, parse_page_size
 
 PROFILE_DROP_IN = "40-innotier-profile.cnf"
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import yaml
 
 from profiles.target import NEWEST_PATCH, REFERENCE_SERIES, Target
-from tuner.errors import ProfileError, UsageError
-from tuner.server import Version
-from tuner.units import format_size, parse_size
+from tuner.core.errors import ProfileError, UsageError
+from tuner.core.server import Version
+from tuner.core.units import format_size, parse_size
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 OPTIONS_FILE = CATALOG_DIR / "options.yaml"

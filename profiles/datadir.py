@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import struct
 
-from tuner.errors import ProfileError
+from tuner.core.errors import ProfileError
 
 FSP_SPACE_FLAGS_OFFSET = 38 + 16
 FCRC32_MARKER = 1 << 4

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from profiles.catalog import load_catalog
 from profiles.optionfile import parse_option_file, server_groups
 from profiles.target import Target
-from tuner.errors import ProfileError, ToolMissing
+from tuner.core.errors import ProfileError, ToolMissing
 
 # variables a live server reports that are not settings worth comparing
 LIVE_ONLY = {"version", "version_comment", "version_compile_os", "innodb_version", "hostname", "server_uuid",
@@ -62,7 +62,7 @@ def side_from_profile(name_or_path: str, target: Target) -> Side:
 
 def side_from_server(spec) -> tuple[Side, Target]:
     from profiles.target import make_target
-    from tuner.server import fetch_variables, model_from_variables
+    from tuner.core.server import fetch_variables, model_from_variables
 
     conn = spec.with_database(None).connect()
     try:

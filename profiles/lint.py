@@ -18,9 +18,9 @@ from profiles.catalog import load_catalog
 from profiles.datadir import datadir_page_size
 from profiles.optionfile import FOREIGN_SERVER_GROUPS, OptionLine, parse_option_file, server_groups
 from profiles.target import Target, make_target
-from tuner.errors import ProfileError
-from tuner.server import Flavor, Version
-from tuner.units import PAGE_SIZES, human_size
+from tuner.core.errors import ProfileError
+from tuner.core.server import Flavor, Version
+from tuner.core.units import PAGE_SIZES, human_size
 
 SEVERITIES = ("error", "warning", "info")
 PAPER = "DCPMM paper (seed 000) section 4.5"

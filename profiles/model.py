@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 
 from profiles.target import parse_target
-from tuner.errors import ProfileError, UsageError
-from tuner.server import COMPONENTS
-from tuner.units import PAGE_SIZES, format_size, parse_page_size, parse_size
+from tuner.core.errors import ProfileError, UsageError
+from tuner.core.server import COMPONENTS
+from tuner.core.units import PAGE_SIZES, format_size, parse_page_size, parse_size
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -28,7 +28,7 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 FLUSH_METHODS = ("fsync", "O_DSYNC", "littlesync", "nosync", "O_DIRECT", "O_DIRECT_NO_FSYNC")
 DOUBLEWRITE_VALUES = ("ON", "OFF", "DETECT_AND_RECOVER", "DETECT_ONLY", "fast")
 
-# component -> the option that places it (tuner.server.COMPONENTS); doublewrite only where it has its own files
+# component -> the option that places it (tuner.core.server.COMPONENTS); doublewrite only where it has its own files
 PLACEMENT_OPTIONS = {
     "datadir": "datadir",
     "ibdata": "innodb_data_home_dir",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tuner.errors import ProfileError
-from tuner.server import Flavor, Version
+from tuner.core.errors import ProfileError
+from tuner.core.server import Flavor, Version
 
 NEWEST_PATCH = 9999  # "newest release of the series"
 

@@ -28,7 +28,7 @@ def innotier_home():
     os.environ["INNOTIER_HOME"] = str(home)
     yield home
     # stop anything a test left running, then remove the home
-    from tuner.sandbox import SandboxState, list_sandboxes
+    from tuner.core.sandbox import SandboxState, list_sandboxes
 
     for sb in list_sandboxes():
         if sb.state() == SandboxState.RUNNING:
@@ -50,7 +50,7 @@ def shared_sandbox(innotier_home):
     Tests that use it must leave it running and must not change its settings;
     schemas they create should be dropped or named for the test.
     """
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     sb = sbx.create("shared", page_size="16k", options={"innodb_buffer_pool_size": "256M"})
     sb.start()
@@ -133,7 +133,7 @@ def clone(golden, request):
         return sb
 
     yield make
-    from tuner.sandbox import Sandbox
+    from tuner.core.sandbox import Sandbox
 
     for name in made:
         try:

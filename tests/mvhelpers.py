@@ -75,7 +75,7 @@ def unmount(path: str) -> None:
 
 def golden_sandbox():
     """The session's golden sandbox (stopped, loaded); built on first use."""
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     try:
         sb = sbx.Sandbox.load(GOLDEN)
@@ -96,7 +96,7 @@ def golden_sandbox():
 
 def clone_sandbox(name: str, datadir: str | None = None, start: bool = True):
     """A new sandbox with a copy of the golden datadir (same root password, its own port and socket)."""
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     golden = golden_sandbox()
     data = Path(datadir) if datadir else sbx.sandboxes_dir() / name / "data"

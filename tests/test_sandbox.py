@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner import sandbox as sbx
-from tuner.server import inspect
+from tuner.core import sandbox as sbx
+from tuner.core.server import inspect
 
 
 def _tree(path: Path) -> set[str]:

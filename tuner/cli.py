@@ -11,18 +11,20 @@ import os
 import sys
 
 from tuner import __version__
-from tuner.cliutil import register_modules
-from tuner.errors import InnotierError
+from tuner.core.cliutil import register_modules
+from tuner.core.errors import InnotierError
 
 # (module, what it adds); order is the order of --help
 REGISTRARS = (
     "tuner.server_cli",       # server inspect
     "tuner.sandbox_cli",      # sandbox create/start/stop/status/destroy/list/reconfigure
-    "profiles.cli",           # profile generate/lint/diff/list/show
-    "datadir_mover.cli",      # tiers ..., move ..., persist ...
-    "tuner.tpcc.cli",         # tpcc load/run/check
-    "tuner.sweep.cli",        # sweep plan/run/report, results ..., demo
-    "exporters.cli",          # exporter, dashboards
+    "profiles.profile_cli",           # profile generate/lint/diff/list/show
+    "datadir_mover.tiers_cli",   # tiers list/create/destroy/bench
+    "datadir_mover.move_cli",    # move plan/apply/status/resume/rollback/finalize
+    "datadir_mover.persist_cli", # persist install/sync/restore/status
+    "tuner.tpcc.tpcc_cli",         # tpcc load/run/check
+    "tuner.sweep.sweep_cli",        # sweep plan/run/report, results ..., demo
+    "exporters.exporter_cli",          # exporter, dashboards
 )
 
 

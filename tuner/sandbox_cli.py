@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from tuner import sandbox as sbx
-from tuner.cliutil import parse_key_values, print_json, print_table
-from tuner.errors import UsageError
+from tuner.core import sandbox as sbx
+from tuner.core.cliutil import parse_key_values, print_json, print_table
+from tuner.core.errors import UsageError
 
 
 def register(sub) -> None:

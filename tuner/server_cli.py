@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tuner.cliutil import add_connection_args, connection_from_args, print_json
-from tuner.server import inspect
+from tuner.core.cliutil import add_connection_args, connection_from_args, print_json
+from tuner.core.server import inspect
 
 
 def register(sub) -> None:

@@ -22,8 +22,8 @@ import re
 import stat
 from dataclasses import dataclass
 
-from tuner.errors import MoveError
-from tuner.server import COMPONENTS, Flavor, ServerModel, Version, has_doublewrite_files, has_redo_directory
+from tuner.core.errors import MoveError
+from tuner.core.server import COMPONENTS, Flavor, ServerModel, Version, has_doublewrite_files, has_redo_directory
 
 # files never copied with a datadir: recreated at start, or runtime-only
 DATADIR_SKIP = re.compile(r"^(ibtmp\d+|.*\.pid|.*\.sock|.*\.sock\.lock|#innodb_temp)$")

@@ -2,7 +2,7 @@
 
 Two kinds of server:
 
-- a sandbox (``tuner.sandbox``): stop/start through the sandbox (clean or slow shutdown,
+- a sandbox (``tuner.core.sandbox``): stop/start through the sandbox (clean or slow shutdown,
   pid checked before signalling); the placement goes to ``conf.d/50-innotier-placement.cnf``,
   which my.cnf includes last, so it wins.
 - a system server: ``systemctl stop/start UNIT`` when systemd is PID 1; otherwise innotier
@@ -18,8 +18,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.errors import MoveError
-from tuner.server import ConnectionSpec, Flavor, ServerModel
+from tuner.core.errors import MoveError
+from tuner.core.server import ConnectionSpec, Flavor, ServerModel
 
 SANDBOX_PLACEMENT = "50-innotier-placement.cnf"
 SYSTEM_PLACEMENT = "99-innotier-placement.cnf"
@@ -61,7 +61,7 @@ class SandboxControl:
     kind: str = "sandbox"
 
     def sandbox(self):
-        from tuner.sandbox import Sandbox
+        from tuner.core.sandbox import Sandbox
 
         return Sandbox.load(self.name)  # reloaded each time: a datadir move rewrites sandbox.json
 

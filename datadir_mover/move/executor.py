@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from tuner.durable import fsync_dir, write_atomic
-from tuner.errors import InnotierError, MoveError
-from tuner.server import ServerModel, model_from_variables
+from tuner.core.durable import fsync_dir, write_atomic
+from tuner.core.errors import InnotierError, MoveError
+from tuner.core.server import ServerModel, model_from_variables
 
 from datadir_mover import apparmor
 from datadir_mover.move import components, verify
@@ -355,7 +355,7 @@ class Executor:
     def _require_server_on_target(self) -> None:
         state = self.control.state()
         if state == "running":
-            from tuner.server import inspect
+            from tuner.core.server import inspect
 
             where = components.source_dir(self.plan.component, inspect(self.plan.connection_spec()))
             if os.path.realpath(where) != os.path.realpath(self.plan.target_dir):
@@ -469,7 +469,7 @@ class Executor:
         """A server another (killed) mover started may still be initializing: wait for it instead of starting twice."""
         if self.plan.control["kind"] != "sandbox":
             return False
-        from tuner.sandbox import port_in_use
+        from tuner.core.sandbox import port_in_use
 
         sb = self.control.sandbox()
         deadline = time.monotonic() + timeout

@@ -7,7 +7,7 @@ before the journal's first record), ``journal.log`` and the files the steps save
 (previous option files, checksums taken before shutdown, copy manifests).
 
 ``journal.log`` holds one JSON object a line: ``{"state": S, "event": "begin"|"done", "at": t, ...}``.
-Each line is appended and fsynced (``tuner.durable.append_line_durable``) *before* the
+Each line is appended and fsynced (``tuner.core.durable.append_line_durable``) *before* the
 work it announces starts (``begin``) and *after* that work is durable (``done``).  On
 open, a line that does not parse (a write torn by a crash) and everything after it are
 ignored, like BorgBackup's segments after the last COMMIT: the journal's truth is the
@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.durable import append_line_durable, write_json_atomic
-from tuner.errors import MoveError
+from tuner.core.durable import append_line_durable, write_json_atomic
+from tuner.core.errors import MoveError
 
 STATES = ("PLAN", "PRECOPY", "SHUTDOWN", "COPY", "VERIFY", "SWITCH", "START", "VERIFY_SERVER", "COMMIT")
 OFFLINE_STATES = ("COPY", "VERIFY", "SWITCH")  # the server must be stopped while these run
@@ -215,7 +215,7 @@ class Journal:
 
 
 def moves_dir() -> Path:
-    from tuner.sandbox import innotier_home
+    from tuner.core.paths import innotier_home
 
     return innotier_home() / "moves"
 

@@ -2,7 +2,7 @@
 
 Rendered deterministically (generated header, sorted keys) so a plan can show the exact
 bytes it will write and a golden test can pin them.  One file holds every placement
-innotier made for a server; a move rewrites it whole (``tuner.durable.write_atomic``).
+innotier made for a server; a move rewrites it whole (``tuner.core.durable.write_atomic``).
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import MoveError
-from tuner.server import ConnectionSpec, ServerModel, fetch_status, inspect
-from tuner.units import human_size
+from tuner.core.errors import MoveError
+from tuner.core.server import ConnectionSpec, ServerModel, fetch_status, inspect
+from tuner.core.units import human_size
 
 from datadir_mover import apparmor, selinux
 from datadir_mover.move import components, placement, preflight
@@ -111,7 +111,7 @@ class Plan:
     def connection_spec(self) -> ConnectionSpec:
         c = self.connection
         if c.get("sandbox"):
-            from tuner.sandbox import Sandbox
+            from tuner.core.sandbox import Sandbox
 
             return Sandbox.load(c["sandbox"]).connection_spec()
         ns = type("Args", (), dict(c))()

@@ -11,9 +11,9 @@ import pwd
 import stat
 from dataclasses import dataclass
 
-from tuner.errors import MoveError
-from tuner.server import ServerModel
-from tuner.units import PAGE_SIZES, human_size, parse_page_size
+from tuner.core.errors import MoveError
+from tuner.core.server import ServerModel
+from tuner.core.units import PAGE_SIZES, human_size, parse_page_size
 
 from datadir_mover.move import components
 

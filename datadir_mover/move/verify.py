@@ -13,8 +13,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.errors import MoveError
-from tuner.server import ConnectionSpec
+from tuner.core.errors import MoveError
+from tuner.core.server import ConnectionSpec
 
 SQL_INNODB_TABLES = ("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
                      "WHERE ENGINE = 'InnoDB' AND TABLE_TYPE = 'BASE TABLE' "
@@ -129,7 +129,7 @@ def check_server(spec: ConnectionSpec, component: str, expected_dir: str,
                  before: dict[str, int | None] | None) -> ServerCheck:
     import os
 
-    from tuner.server import inspect
+    from tuner.core.server import inspect
 
     from datadir_mover.move.components import source_dir
 

@@ -18,8 +18,8 @@ from datadir_mover.probe import MountEntry
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import Tier
 from datadir_mover.tiers.plan import Plan, Step, command_step
-from tuner.errors import UsageError
-from tuner.units import format_size, human_size
+from tuner.core.errors import UsageError
+from tuner.core.units import format_size, human_size
 
 
 class TierProvider:

@@ -31,9 +31,9 @@ from typing import Any, Callable
 
 from datadir_mover.tiers.model import Tier
 from datadir_mover.tiers.raid import measured_vs_expected
-from tuner.durable import write_json_atomic
-from tuner.errors import TierError, ToolMissing, UsageError
-from tuner.units import format_size, human_size
+from tuner.core.durable import write_json_atomic
+from tuner.core.errors import TierError, ToolMissing, UsageError
+from tuner.core.units import format_size, human_size
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,7 @@ def raid_section(tier: Tier, jobs: list[JobResult], baseline: dict | None) -> di
 
 
 def results_dir() -> Path:
-    from tuner.sandbox import innotier_home
+    from tuner.core.paths import innotier_home
 
     return innotier_home() / "tiers" / "bench"
 

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tuner.errors import TierError
+from tuner.core.errors import TierError
 
 Action = Callable[[dict], None]
 

@@ -30,7 +30,7 @@ from datadir_mover.tiers.base import (TierProvider, check_mountpoint, mkdir_step
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import PmemInfo, Tier, with_notes
 from datadir_mover.tiers.plan import Plan, Step, command_step, manual_step
-from tuner.errors import TierError, UsageError
+from tuner.core.errors import TierError, UsageError
 
 NAME_RE = re.compile(r"^pmem\d+(\.\d+)?$")
 FSDAX_MODES = ("fsdax", "memory")  # "memory" is fsdax's name in old ndctl releases

@@ -19,7 +19,7 @@ from datadir_mover.tiers.detect import SYSTEM_PREFIXES, describe_device, describ
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.plan import Plan
 from datadir_mover.tiers.registry import creatable, provider_for_tier
-from tuner.errors import TierError, UsageError
+from tuner.core.errors import TierError, UsageError
 
 SYSTEM_MOUNTS = frozenset({"/", "/boot", "/boot/efi", "/usr", "/var", "/home", "/etc", "/opt", "/srv", "/tmp"})
 IGNORED_ENTRIES = frozenset({"lost+found"})

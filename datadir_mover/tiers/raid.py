@@ -22,8 +22,8 @@ from datadir_mover.tiers.base import (FILESYSTEMS, TierProvider, check_mountpoin
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import RaidInfo, Tier, with_notes
 from datadir_mover.tiers.plan import Plan, Step, command_step, run_argv
-from tuner.errors import UsageError
-from tuner.units import format_size, parse_size
+from tuner.core.errors import UsageError
+from tuner.core.units import format_size, parse_size
 
 NAME_RE = re.compile(r"^md(\d+|_\w+)$")
 LEVELS = (0, 1, 5, 6, 10)

@@ -18,7 +18,7 @@ from datadir_mover.tiers.base import (TierProvider, check_mountpoint, check_ram_
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import Tier, with_notes
 from datadir_mover.tiers.plan import Plan
-from tuner.units import format_size, parse_size
+from tuner.core.units import format_size, parse_size
 
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
 

@@ -8,7 +8,7 @@ from datadir_mover.tiers import block, pmem, raid, ramdisk, zram
 from datadir_mover.tiers.base import TierProvider
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import Tier
-from tuner.errors import TierError
+from tuner.core.errors import TierError
 
 PROVIDERS: tuple[TierProvider, ...] = (
     zram.PROVIDER,      # zram

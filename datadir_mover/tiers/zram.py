@@ -28,8 +28,8 @@ from datadir_mover.tiers.base import (FILESYSTEMS, TierProvider, check_mountpoin
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import Tier, ZramInfo, with_notes
 from datadir_mover.tiers.plan import Plan, Step, command_step, write_step
-from tuner.errors import TierError, UsageError
-from tuner.units import format_size, parse_size
+from tuner.core.errors import TierError, UsageError
+from tuner.core.units import format_size, parse_size
 
 CONTROL = "/sys/class/zram-control"
 MM_STAT_FIELDS = ("orig_data_size", "compr_data_size", "mem_used_total", "mem_limit", "mem_used_max",

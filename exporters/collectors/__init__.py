@@ -45,7 +45,7 @@ def build_sources(*, measurement=None, spec=None, state=None, driver_id: str = "
     """The source collectors for what is available (a Measurement, a server, run state)."""
     unknown = set(disabled) - set(COLLECTORS)
     if unknown:
-        from tuner.errors import UsageError
+        from tuner.core.errors import UsageError
 
         raise UsageError(f"unknown collector(s) {', '.join(sorted(unknown))}; known: {', '.join(COLLECTORS)}")
     connection = ServerConnection(spec) if spec is not None else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tuner.server import ConnectionSpec
+from tuner.core.server import ConnectionSpec
 
 CONNECT_TIMEOUT_SECONDS = 3
 
@@ -32,7 +32,7 @@ class ServerConnection:
         self._lock = threading.Lock()
 
     def query(self, sql: str, params: tuple = ()) -> list[tuple[Any, ...]]:
-        """Rows of ``sql``; raises tuner.errors.ServerError (or the driver's error) on failure."""
+        """Rows of ``sql``; raises tuner.core.errors.ServerError (or the driver's error) on failure."""
         with self._lock:
             if self._conn is None:
                 self._conn = self.spec.connect(connection_timeout=CONNECT_TIMEOUT_SECONDS)

@@ -22,7 +22,7 @@ from exporters.naming import (
     DURATION, GAUGE_WINDOW_SECONDS, LATENCY_BUCKETS, MEASURED_TPMC, NEW_ORDERS, RUN_PHASE, TPM, TPMC, TRANSACTIONS,
 )
 from exporters.window import SlidingRate
-from tuner.measure import OUTCOMES, Measurement
+from tuner.core.measure import OUTCOMES, Measurement
 
 PHASES = ("warmup", "measure", "done")
 

@@ -25,7 +25,7 @@ from exporters import dashboards
 from exporters.dashboard_panels import DASHBOARDS
 from exporters.live import start_live_exporter
 from exporters.textfile import write_textfile
-from tuner.measure import Measurement
+from tuner.core.measure import Measurement
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_SECONDS = 20.0
@@ -62,7 +62,7 @@ def finite_points(result: list[dict]) -> int:
 
 def run_info_of(spec) -> dict:
     """Run info from the server itself (what the sweep runner would label the cell with)."""
-    from tuner.server import fetch_variables
+    from tuner.core.server import fetch_variables
 
     conn = spec.with_database(None).connect()
     try:

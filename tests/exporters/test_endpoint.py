@@ -16,9 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporters.listen import parse_listen
 from exporters.live import start_live_exporter
 from exporters.textfile import write_textfile
-from tuner.errors import UsageError
-from tuner.measure import Measurement
-from tuner.server import ConnectionSpec
+from tuner.core.errors import UsageError
+from tuner.core.measure import Measurement
+from tuner.core.server import ConnectionSpec
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

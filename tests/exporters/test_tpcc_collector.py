@@ -13,7 +13,7 @@ from exporters.collectors.tpcc import TpccCollector
 from exporters.naming import LATENCY_BUCKETS, sanitize_info
 from exporters.state import RunState
 from exporters.window import SlidingRate
-from tuner.measure import Measurement
+from tuner.core.measure import Measurement
 
 
 def scrape(*sources: SourceCollector) -> dict[tuple[str, tuple], float]:

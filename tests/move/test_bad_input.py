@@ -32,7 +32,7 @@ def bad_box(golden, mv_tiers):
     mvhelpers.mount_tmpfs(small, "8M")
     yield sb, small
     mvhelpers.unmount(small)
-    from tuner.sandbox import Sandbox
+    from tuner.core.sandbox import Sandbox
 
     Sandbox.load("mv-bad").destroy(force=True)
 
@@ -142,10 +142,10 @@ def test_nonempty_datadir_target_and_missing_parent(bad_box, cli, mv_tiers):
 
 @pytest.mark.root
 def test_undo_in_ibdata_is_explained():
-    from tuner.server import model_from_variables
+    from tuner.core.server import model_from_variables
 
     from datadir_mover.move import components
-    from tuner.errors import MoveError
+    from tuner.core.errors import MoveError
 
     model = model_from_variables({"version": "10.11.6-MariaDB", "datadir": "/var/lib/mysql",
                                   "innodb_undo_tablespaces": "0"})

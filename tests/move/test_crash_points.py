@@ -58,14 +58,14 @@ def crash_box(golden, mv_tiers):
     state = {"sb": sb, "spec": spec, "before": mvhelpers.checksums(spec), "home": sb.datadir,
              "tier": os.path.join(mv_tiers["tmpfs"], "crash"), "n": 0, "tried": []}
     yield state
-    from tuner.sandbox import Sandbox
+    from tuner.core.sandbox import Sandbox
 
     print(f"\ncrash points tried: {len(state['tried'])} ({', '.join(state['tried'])})")
     Sandbox.load("mv-crash").destroy(force=True)
 
 
 def _datadir(spec) -> str:
-    from tuner.server import inspect
+    from tuner.core.server import inspect
 
     return inspect(spec).datadir
 

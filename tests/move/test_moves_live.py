@@ -38,7 +38,7 @@ def _move(run_cli, sandbox: str, component: str, to: str) -> dict:
 def _move_in_process(sandbox: str, component: str, to: str) -> dict:
     from datadir_mover.move import plan as planmod
     from datadir_mover.move.executor import Executor
-    from tuner.sandbox import Sandbox
+    from tuner.core.sandbox import Sandbox
 
     spec = Sandbox.load(sandbox).connection_spec()
     plan = planmod.build(planmod.MoveRequest(component=component, target=to, probe=False), spec)
@@ -51,7 +51,7 @@ def _move_in_process(sandbox: str, component: str, to: str) -> dict:
 
 
 def _locations(sb) -> dict:
-    from tuner.server import inspect
+    from tuner.core.server import inspect
 
     return inspect(sb.connection_spec()).locations()
 

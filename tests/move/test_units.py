@@ -15,7 +15,7 @@ from datadir_mover.move import placement
 from datadir_mover.move.copy import (RACY_MARGIN_NS, Manifest, copy_tree, digest_file, recheck_sources,
                                      verify_tree, walk)
 from datadir_mover.move.journal import Journal
-from tuner.errors import MoveError
+from tuner.core.errors import MoveError
 
 # ---------------------------------------------------------------- journal
 

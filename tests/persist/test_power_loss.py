@@ -29,7 +29,7 @@ def volatile_box(golden, innotier_home):
     sb = mvhelpers.clone_sandbox("pl-box", datadir=os.path.join(tier, "mysql"))
     backing = str(Path(innotier_home) / "pl-backing")
     yield sb, tier, backing
-    from tuner.sandbox import Sandbox
+    from tuner.core.sandbox import Sandbox
 
     try:
         Sandbox.load("pl-box").destroy(force=True)

@@ -18,7 +18,7 @@ SMALL_POOL = "64M"
 @pytest.fixture(scope="session")
 def page_sandboxes(innotier_home):
     """get(page) -> a MariaDB 10.11 sandbox initialized with that page size (created on first use, small buffer pool)."""
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     created: dict[str, sbx.Sandbox] = {}
 

@@ -56,7 +56,7 @@ def test_diff_two_profiles():
 def test_diff_against_a_live_server(page_sandboxes, tmp_path):
     from profiles.apply import apply_profile_to_sandbox
     from profiles.model import load_profile
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     sb = page_sandboxes("8k")
     if sb.state() == sbx.SandboxState.RUNNING:

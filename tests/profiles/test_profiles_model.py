@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from profiles.model import list_profiles, load_profile, profile_from_mapping
-from tuner.errors import ProfileError
+from tuner.core.errors import ProfileError
 
 
 def test_shipped_profiles_cover_the_seeds():

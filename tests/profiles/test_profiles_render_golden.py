@@ -13,7 +13,7 @@ import pytest
 from profiles.model import load_profile, profile_from_mapping
 from profiles.render import header_for, render, render_option_file
 from profiles.target import parse_target
-from tuner.errors import ProfileError
+from tuner.core.errors import ProfileError
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 PLACED = {"name": "placed", "page_size": "16k", "flush_method": "O_DIRECT", "doublewrite": "on",

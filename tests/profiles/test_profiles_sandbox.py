@@ -11,9 +11,9 @@ import pytest
 
 from profiles.apply import PROFILE_DROP_IN, apply_profile_to_sandbox, load_profile_for_sandbox
 from profiles.model import list_profiles, load_profile
-from tuner.errors import ProfileError
-from tuner.server import fetch_variables
-from tuner.units import PAGE_SIZES
+from tuner.core.errors import ProfileError
+from tuner.core.server import fetch_variables
+from tuner.core.units import PAGE_SIZES
 
 CAP = 64 << 20
 MARIADB_PROFILES = [p.name for p in list_profiles() if not p.flavor or p.flavor.startswith("mariadb")]
@@ -21,7 +21,7 @@ LOG_PROBLEMS = ("unknown variable", "was removed", "ignoring option", "[ERROR]",
 
 
 def _run(sb, profile):
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     if sb.state() == sbx.SandboxState.RUNNING:
         sb.stop()
@@ -87,7 +87,7 @@ def test_sandbox_cli_refuses_mismatch_and_creates_with_profile_page_size(cli, pa
     assert not (innotier_home / "sandboxes" / "prof-bad").exists()
     proc = cli("sandbox", "create", "prof-dax", "--profile", "dax-pmem")  # page size taken from the profile
     assert proc.returncode == 0, proc.stderr
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     sb = sbx.Sandbox.load("prof-dax")
     try:

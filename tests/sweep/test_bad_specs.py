@@ -56,7 +56,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_spec_is_refused_at_plan_time(case, tmp_path, innotier_home):
-    from tuner.errors import SweepError
+    from tuner.core.errors import SweepError
     from tuner.sweep.plan import make_plan
     from tuner.sweep.spec import load_spec
 

@@ -89,7 +89,7 @@ def test_two_cell_sweep_results_report_and_metrics(tmp_path, write_spec, backgro
 
     # the tmpfs the sweep mounted is gone again, and no cell server is left running
     assert str(innotier_home / "mnt") not in Path("/proc/mounts").read_text()  # the sweep mounts its tiers there
-    from tuner.sandbox import SandboxState, list_sandboxes
+    from tuner.core.sandbox import SandboxState, list_sandboxes
 
     assert not [s.name for s in list_sandboxes() if s.state() == SandboxState.RUNNING and s.name.startswith("sweep-")]
 

@@ -11,7 +11,7 @@ from datadir_mover.probe import read_mounts
 from datadir_mover.tiers.fio import BenchSpec, job_file
 from datadir_mover.tiers.provision import plan_create, plan_destroy
 from tuner.cli import build_parser
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
 
 
 def _plan(*argv: str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from datadir_mover.tiers.raid import expected_raid_performance, measured_vs_expected
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
 
 READ_ONE, WRITE_ONE = 2.5, 2.4   # GB/s
 

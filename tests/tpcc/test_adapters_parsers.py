@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuner.measure import RunResult
+from tuner.core.measure import RunResult
 from tuner.tpcc import adapters
 from tuner.tpcc.adapters import go_tpc, hammerdb, sysbench_tpcc, tpcc_mysql
 

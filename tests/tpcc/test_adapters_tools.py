@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from tuner.errors import ToolMissing, UsageError, WorkloadError
+from tuner.core.errors import ToolMissing, UsageError, WorkloadError
 from tuner.tpcc import adapters
 from tuner.tpcc.adapters import _common as common
 from tuner.tpcc.adapters import hammerdb, sysbench_tpcc, tpcc_mysql
@@ -174,7 +174,7 @@ def test_hammerdb_tcl_words_survive_tclsh():
 
 
 def test_hammerdb_run_script_settings():
-    from tuner.server import ConnectionSpec
+    from tuner.core.server import ConnectionSpec
 
     spec = ConnectionSpec(host="127.0.0.1", port=3307, user="bench", password="s3cr et$")
     cfg = RunConfig(clients=8, warmup=18, duration=60, database="tpcc_hdb")

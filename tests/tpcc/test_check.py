@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tuner.errors import WorkloadError
+from tuner.core.errors import WorkloadError
 from tuner.tpcc import schema
 from tuner.tpcc.check import run_checks
 

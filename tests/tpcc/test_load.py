@@ -11,8 +11,8 @@ import socket
 
 import pytest
 
-from tuner.errors import ServerError, UsageError, WorkloadError
-from tuner.server import ConnectionSpec
+from tuner.core.errors import ServerError, UsageError, WorkloadError
+from tuner.core.server import ConnectionSpec
 from tuner.tpcc import rand, schema
 from tuner.tpcc.check import CHECKS, IMPLIED_AT_LOAD, run_checks
 from tuner.tpcc.loader import load

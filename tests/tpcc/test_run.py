@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tuner.errors import UsageError, WorkloadError
-from tuner.measure import OPS, Measurement
+from tuner.core.errors import UsageError, WorkloadError
+from tuner.core.measure import OPS, Measurement
 from tuner.tpcc import driver
 from tuner.tpcc.config import RunConfig
 
@@ -120,7 +120,7 @@ def test_never_loaded_schema_is_refused_with_the_fix(shared_sandbox, cli):
 @pytest.fixture(scope="module")
 def kill_sandbox(innotier_home):
     """A small sandbox of its own (the shared one must stay up), W=1 loaded."""
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
     from tuner.tpcc.loader import load
 
     sb = sbx.create("tpcc-kill", page_size="16k", options={"innodb_buffer_pool_size": "128M"})

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tuner.durable import fsync_dir, write_atomic, write_json_atomic
-from tuner.errors import InnotierError, SweepError
-from tuner.sandbox import Sandbox, SandboxState, ServerBinaries, innotier_home
+from tuner.core.durable import fsync_dir, write_atomic, write_json_atomic
+from tuner.core.errors import InnotierError, SweepError
+from tuner.core.sandbox import Sandbox, SandboxState, ServerBinaries, innotier_home
 
 TPCC_DATABASE = "tpcc"
 # options used only while loading the golden copy (a slow shutdown follows, so the datadir is
@@ -139,7 +139,7 @@ def _sandbox_name(key: GoldenKey) -> str:
 
 def build(key: GoldenKey, bins: ServerBinaries, load_buffer_pool: str, progress: Progress | None) -> dict[str, Any]:
     from datadir_mover.move.copy import Manifest, copy_tree, walk
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
     from tuner.tpcc.loader import load
 
     say = progress or (lambda _m: None)
@@ -198,7 +198,7 @@ def build(key: GoldenKey, bins: ServerBinaries, load_buffer_pool: str, progress:
 
 def _discard_sandbox(name: str) -> None:
     """Remove a scratch sandbox (loading or cell): it holds nothing a verified copy does not."""
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     if not (sbx.sandboxes_dir() / name / "sandbox.json").is_file():
         leftover = sbx.sandboxes_dir() / name
@@ -267,7 +267,7 @@ def clone(key: GoldenKey, target: Path) -> dict[str, Any]:
 
 def adopt_sandbox(name: str, key: GoldenKey, datadir: Path, bins: ServerBinaries, port: int | None = None) -> Sandbox:
     """Make a sandbox around a cloned datadir: no initialization, the golden copy's credentials."""
-    from tuner import sandbox as sbx
+    from tuner.core import sandbox as sbx
 
     if (sbx.sandboxes_dir() / name / "sandbox.json").exists():
         raise SweepError(f"sandbox {name} already exists; the runner removes a cell's leftovers before cloning")

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tuner.durable import write_atomic
-from tuner.errors import InnotierError, SweepError
-from tuner.sandbox import Sandbox, innotier_home
+from tuner.core.durable import write_atomic
+from tuner.core.errors import InnotierError, SweepError
+from tuner.core.sandbox import Sandbox, innotier_home
 from tuner.sweep.spec import DEFAULT_PLACEMENT, TierSpec
 
 PLACEMENT_DROPIN = "50-innotier-placement.cnf"
@@ -131,7 +131,7 @@ def _create_plan(t: TierSpec, mountpoint: Path):
     from datadir_mover.tiers.host import Host
     from datadir_mover.tiers.registry import provider_named
 
-    from tuner.units import format_size
+    from tuner.core.units import format_size
 
     if t.kind in ("tmpfs", "ramfs"):
         provider = provider_named("ramdisk")
@@ -214,7 +214,7 @@ def place_components(sb: Sandbox, placement: dict[str, str], session: TierSessio
     from datadir_mover.move import components
     from datadir_mover.move import placement as placement_file
     from datadir_mover.move.copy import copy_tree, walk
-    from tuner.server import model_from_variables
+    from tuner.core.server import model_from_variables
 
     base_tier = placement[DEFAULT_PLACEMENT]
     moves = {c: t for c, t in placement.items() if c != DEFAULT_PLACEMENT and t != base_tier}

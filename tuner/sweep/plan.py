@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import InnotierError, SweepError
-from tuner.server import Flavor, Version, has_doublewrite_files
+from tuner.core.errors import InnotierError, SweepError
+from tuner.core.server import Flavor, Version, has_doublewrite_files
 from tuner.sweep.spec import DEFAULT_PLACEMENT, SETTINGS, SweepSpec, TierSpec, config_label, normalize_placement
-from tuner.units import format_size, human_size, parse_page_size, parse_size
+from tuner.core.units import format_size, human_size, parse_page_size, parse_size
 
 DEFAULTS = {"page_size": "16k", "clients": 8}
 
@@ -222,7 +222,7 @@ def _facts_for(path: str) -> dict[str, Any]:
 
 def check_tier(t: TierSpec, need_bytes: int, run_id: str = "plan") -> TierCheck:
     """Plan-time facts about a tier; raises SweepError for a tier that can never work as written."""
-    from tuner.sandbox import innotier_home
+    from tuner.core.paths import innotier_home
 
     if t.kind in ("home", "path"):
         path = Path(t.path) if t.kind == "path" else innotier_home()
@@ -339,7 +339,7 @@ def golden_seconds(spec: SweepSpec, datadir_bytes: int) -> float:
 
 def make_plan(spec: SweepSpec, *, check_tiers: bool = True) -> Plan:
     """Validate everything and return the plan; raises SweepError naming the first problem."""
-    from tuner.sandbox import find_binaries
+    from tuner.core.sandbox import find_binaries
     from tuner.sweep import golden as golden_mod
 
     try:
@@ -446,7 +446,7 @@ def lint_cell(spec: SweepSpec, c: Cell, flavor: Flavor, version: Version, paths:
 
 def _lint_path(t: TierSpec) -> str | None:
     """An existing directory of the tier for the linter's probes (provisioned tiers do not exist yet)."""
-    from tuner.sandbox import innotier_home
+    from tuner.core.paths import innotier_home
 
     if t.kind == "path":
         return t.path

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.errors import InnotierError, SweepError
-from tuner.server import Flavor, Version
+from tuner.core.errors import InnotierError, SweepError
+from tuner.core.server import Flavor, Version
 
 # spec setting -> profile field
 FIELDS = {"page_size": "page_size", "flush_method": "flush_method", "doublewrite": "doublewrite",

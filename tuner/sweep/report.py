@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import SweepError
+from tuner.core.errors import SweepError
 from tuner.sweep.analysis import Config, configs_from, recommend, tier_comparison
 from tuner.sweep.results import ResultsStore
 from tuner.sweep.stats import compare

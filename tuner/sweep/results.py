@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from tuner.errors import SweepError
+from tuner.core.errors import SweepError
 
 SCHEMA_VERSION = 1
 
@@ -122,7 +122,7 @@ def default_results_path() -> Path:
     env = os.environ.get("INNOTIER_RESULTS")
     if env:
         return Path(env).expanduser()
-    from tuner.sandbox import innotier_home
+    from tuner.core.paths import innotier_home
 
     return innotier_home() / "results.db"
 

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tuner import __version__
-from tuner.errors import InnotierError, SweepError
-from tuner.sandbox import ServerBinaries, innotier_home
-from tuner.server import ConnectionSpec
+from tuner.core.errors import InnotierError, SweepError
+from tuner.core.sandbox import ServerBinaries, innotier_home
+from tuner.core.server import ConnectionSpec
 from tuner.sweep import golden as golden_mod
 from tuner.sweep.placement import TierSession, cell_dir, clear_cell_dirs, place_components
 from tuner.sweep.plan import Cell, Plan, cell_seconds, format_seconds, golden_seconds
@@ -229,7 +229,7 @@ class Runner:
         if not self.opts.listen:
             return
         from exporters.live import start_live_exporter
-        from tuner.measure import Measurement
+        from tuner.core.measure import Measurement
 
         info = {"sweep": self.spec.name, "driver": self.spec.workload.driver, "mode": self.spec.workload.mode,
                 "warehouses": self.spec.workload.warehouses, "flavor": self.plan.flavor.value,
@@ -312,7 +312,7 @@ class Runner:
             sb.start()
             spec = sb.connection_spec(golden_mod.TPCC_DATABASE)
             self._point_exporter_at(sb, cell)
-            from tuner.measure import Measurement
+            from tuner.core.measure import Measurement
 
             measurement = Measurement()
             if self.exporter is not None:
@@ -390,7 +390,7 @@ class Runner:
             self.exporter.set_info(info)
 
     def _collect(self, sb, rec: CellRecord) -> None:
-        from tuner.server import fetch_variables
+        from tuner.core.server import fetch_variables
 
         conn = sb.connection_spec().connect()
         try:
@@ -436,7 +436,7 @@ class _PhaseTicker(threading.Thread):
 
 
 def _install_db(plan: Plan) -> str | None:
-    from tuner.sandbox import find_binaries
+    from tuner.core.sandbox import find_binaries
 
     return find_binaries(plan.spec.basedir).install_db
 
@@ -444,7 +444,7 @@ def _install_db(plan: Plan) -> str | None:
 def _as_dict(obj: Any) -> dict[str, Any]:
     if hasattr(obj, "to_dict"):
         return obj.to_dict()
-    from tuner.cliutil import to_jsonable
+    from tuner.core.cliutil import to_jsonable
 
     return to_jsonable(obj) if not isinstance(obj, dict) else obj
 

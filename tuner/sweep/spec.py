@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import SweepError, UsageError
-from tuner.server import COMPONENTS
-from tuner.units import PAGE_SIZES, format_size, parse_page_size, parse_size
+from tuner.core.errors import SweepError, UsageError
+from tuner.core.server import COMPONENTS
+from tuner.core.units import PAGE_SIZES, format_size, parse_page_size, parse_size
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 

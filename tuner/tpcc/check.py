@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.errors import WorkloadError
-from tuner.server import ConnectionSpec
+from tuner.core.errors import WorkloadError
+from tuner.core.server import ConnectionSpec
 from tuner.tpcc import schema
 from tuner.tpcc.rand import SYLLABLES
 

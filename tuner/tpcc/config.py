@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
 
 MODES = ("procedures", "statements")
 

@@ -40,8 +40,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tuner.errors import ServerError, UsageError, WorkloadError
-from tuner.measure import Measurement, RunResult
+from tuner.core.errors import ServerError, UsageError, WorkloadError
+from tuner.core.measure import Measurement, RunResult
 from tuner.tpcc import delivery, mix, new_order, order_status, payment, schema, stock_level
 from tuner.tpcc.config import RunConfig
 from tuner.tpcc.session import Rollback, Session, classify

@@ -44,8 +44,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tuner.errors import InnotierError, UsageError, WorkloadError
-from tuner.server import ConnectionSpec
+from tuner.core.errors import InnotierError, UsageError, WorkloadError
+from tuner.core.server import ConnectionSpec
 from tuner.tpcc import schema
 from tuner.tpcc.rand import A_C_LAST, ALPHANUMERIC, SYLLABLES, make_constants
 

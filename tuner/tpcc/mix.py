@@ -19,12 +19,12 @@ import math
 import random
 from dataclasses import dataclass
 
-from tuner.measure import OPS
+from tuner.core.measure import OPS
 
 
 @dataclass(frozen=True)
 class MixEntry:
-    op: str  # one of tuner.measure.OPS
+    op: str  # one of tuner.core.measure.OPS
     weight: int  # cards in the 100-card deck
     min_share: float  # TPC-C 5.2.3 minimum share of the mix (percent); 0 for New-Order
     keying_s: float  # TPC-C 5.2.5.7 keying time

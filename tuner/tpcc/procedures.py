@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from tuner.errors import ServerError
+from tuner.core.errors import ServerError
 from tuner.tpcc import delivery, new_order, order_status, payment, stock_level
 
 MODULES = (new_order, payment, order_status, delivery, stock_level)

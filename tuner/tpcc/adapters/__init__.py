@@ -3,10 +3,10 @@
 Every adapter module has::
 
     name: str                                             # "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc"
-    find_tool(tool_path: str | None) -> str               # --tool-path or PATH; else tuner.errors.ToolMissing
+    find_tool(tool_path: str | None) -> str               # --tool-path or PATH; else tuner.core.errors.ToolMissing
     load(spec, warehouses, database="tpcc", tool_path=None, *, drop=False, jobs=None, on_line=None) -> float
-    run(spec, cfg: RunConfig, *, on_line=None) -> tuner.measure.RunResult
-    parse_output(text: str) -> tuner.measure.RunResult    # the tool's console output, recorded or live
+    run(spec, cfg: RunConfig, *, on_line=None) -> tuner.core.measure.RunResult
+    parse_output(text: str) -> tuner.core.measure.RunResult    # the tool's console output, recorded or live
 
 ``load`` builds the peer's own schema in its own database (schemas differ
 between tools; give each peer a separate database) and returns seconds taken.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
 
 # name -> module (imported on first use, so `innotier --help` stays fast)
 ADAPTERS = {

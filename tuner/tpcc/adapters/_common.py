@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from tuner.errors import ServerError, ToolMissing, UsageError, WorkloadError
-from tuner.server import ConnectionSpec
+from tuner.core.errors import ServerError, ToolMissing, UsageError, WorkloadError
+from tuner.core.server import ConnectionSpec
 
 LineSink = Callable[[str], None]
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 import time
 
-from tuner.errors import UsageError
-from tuner.measure import RunResult
-from tuner.server import ConnectionSpec
+from tuner.core.errors import UsageError
+from tuner.core.measure import RunResult
+from tuner.core.server import ConnectionSpec
 from tuner.tpcc.adapters import _common as common
 from tuner.tpcc.config import RunConfig
 

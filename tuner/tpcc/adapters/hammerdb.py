@@ -36,9 +36,9 @@ import shutil
 import tempfile
 import time
 
-from tuner.errors import ToolMissing, UsageError
-from tuner.measure import RunResult
-from tuner.server import ConnectionSpec
+from tuner.core.errors import ToolMissing, UsageError
+from tuner.core.measure import RunResult
+from tuner.core.server import ConnectionSpec
 from tuner.tpcc.adapters import _common as common
 from tuner.tpcc.config import RunConfig
 

@@ -32,9 +32,9 @@ import subprocess
 import threading
 import time
 
-from tuner.errors import ToolMissing, UsageError, WorkloadError
-from tuner.measure import RunResult
-from tuner.server import ConnectionSpec
+from tuner.core.errors import ToolMissing, UsageError, WorkloadError
+from tuner.core.measure import RunResult
+from tuner.core.server import ConnectionSpec
 from tuner.tpcc.adapters import _common as common
 from tuner.tpcc.config import RunConfig
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from tuner.errors import ServerError, UsageError
+from tuner.core.errors import ServerError, UsageError
 
 
 class Flavor(str, enum.Enum):
@@ -109,7 +109,7 @@ class ConnectionSpec:
         if sandbox and (socket or host or port):
             raise UsageError("give either --sandbox or --socket/--host/--port, not both")
         if sandbox:
-            from tuner.sandbox import Sandbox
+            from tuner.core.sandbox import Sandbox
 
             spec = Sandbox.load(sandbox).connection_spec()
             spec.database = db

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)

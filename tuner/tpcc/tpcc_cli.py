@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tuner.cliutil import register_modules
+from tuner.core.cliutil import register_modules
 
-VERBS = ("tuner.tpcc.cli_load", "tuner.tpcc.cli_run")
+VERBS = ("tuner.tpcc.tpcc_load_cli", "tuner.tpcc.tpcc_run_cli")
 
 
 def register(sub) -> None:

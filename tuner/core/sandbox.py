@@ -33,26 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tuner.durable import write_atomic, write_json_atomic
-from tuner.errors import SandboxError, ToolMissing, UsageError
-from tuner.server import ConnectionSpec, Flavor, Version, flavor_from_version
-from tuner.units import PAGE_SIZES, parse_page_size
+from tuner.core.durable import write_atomic, write_json_atomic
+from tuner.core.paths import innotier_home, sandboxes_dir
+from tuner.core.errors import SandboxError, ToolMissing, UsageError
+from tuner.core.server import ConnectionSpec, Flavor, Version, flavor_from_version
+from tuner.core.units import PAGE_SIZES, parse_page_size
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 SOCKET_PATH_MAX = 107
-
-
-def innotier_home() -> Path:
-    """Where sandboxes, golden copies, journals and results live: $INNOTIER_HOME, else ~/.local/share/innotier."""
-    env = os.environ.get("INNOTIER_HOME")
-    if env:
-        return Path(env).expanduser().resolve()
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "innotier"
-
-
-def sandboxes_dir() -> Path:
-    return innotier_home() / "sandboxes"
 
 
 class SandboxState(str, enum.Enum):
@@ -279,7 +267,7 @@ class Sandbox:
         write_atomic(self.cnf, self.render_cnf(), mode=0o644)
 
     def connection_spec(self, database: str | None = None) -> ConnectionSpec:
-        from tuner.server import read_defaults_file
+        from tuner.core.server import read_defaults_file
 
         password = None
         if self.client_cnf.exists():

@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from tuner.cliutil import add_connection_args, connection_from_args, print_json
-from tuner.errors import UsageError
-from tuner.measure import OPS
+from tuner.core.cliutil import add_connection_args, connection_from_args, print_json
+from tuner.core.errors import UsageError
+from tuner.core.measure import OPS
 from tuner.tpcc.config import MODES, RunConfig
 
 DRIVERS = ("builtin", "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc")
@@ -43,7 +43,7 @@ def register(sub) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    from tuner.cliutil import parse_key_values
+    from tuner.core.cliutil import parse_key_values
 
     cfg = RunConfig(clients=args.clients, warmup=args.warmup, duration=args.duration, mode=args.mode,
                     interval=args.interval, warehouses=args.warehouses, database=args.database or "tpcc",
@@ -60,7 +60,7 @@ def handle(args: argparse.Namespace) -> int:
     exporter = None
     measurement = None
     if cfg.driver == "builtin":
-        from tuner.measure import Measurement
+        from tuner.core.measure import Measurement
 
         measurement = Measurement()
     if args.metrics_listen:
@@ -76,7 +76,7 @@ def handle(args: argparse.Namespace) -> int:
         if exporter is not None:
             exporter.stop()
     if args.output:
-        from tuner.durable import write_json_atomic
+        from tuner.core.durable import write_json_atomic
 
         write_json_atomic(args.output, result.to_dict())
     if args.json:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from tuner.cliutil import add_connection_args, connection_from_args, print_json, print_table
-from tuner.errors import UsageError
+from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
+from tuner.core.errors import UsageError
 
 DEFAULT_DATABASE = "tpcc"
 

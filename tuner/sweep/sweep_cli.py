@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from tuner.errors import SweepError
+from tuner.core.errors import SweepError
 
 DEFAULT_LISTEN = "127.0.0.1:9623"
 
@@ -89,7 +89,7 @@ def _metrics_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_plan(args) -> int:
-    from tuner.cliutil import print_json
+    from tuner.core.cliutil import print_json
     from tuner.sweep.plan import make_plan, print_plan
     from tuner.sweep.spec import load_spec
 
@@ -119,7 +119,7 @@ def _run_plan(plan, args, echo=print):
 
 
 def cmd_run(args) -> int:
-    from tuner.cliutil import print_json
+    from tuner.core.cliutil import print_json
     from tuner.sweep.plan import format_seconds, make_plan, print_plan
     from tuner.sweep.spec import load_spec
 
@@ -166,7 +166,7 @@ def _run_ref(text: str) -> str:
 
 
 def cmd_report(args) -> int:
-    from tuner.cliutil import print_json
+    from tuner.core.cliutil import print_json
 
     rep = _write_report(_run_ref(args.run), args.output, args.results)
     if args.json:
@@ -185,7 +185,7 @@ def cmd_report(args) -> int:
 def cmd_results_list(args) -> int:
     import time
 
-    from tuner.cliutil import print_json, print_table
+    from tuner.core.cliutil import print_json, print_table
     from tuner.sweep.results import ResultsStore
 
     with ResultsStore(args.results, create=False) as store:
@@ -205,7 +205,7 @@ def cmd_results_list(args) -> int:
 
 
 def cmd_results_show(args) -> int:
-    from tuner.cliutil import print_json, print_table
+    from tuner.core.cliutil import print_json, print_table
     from tuner.sweep.results import ResultsStore
 
     with ResultsStore(args.results, create=False) as store:
@@ -254,7 +254,7 @@ def _print_cell(d: dict) -> None:
 
 
 def cmd_results_export(args) -> int:
-    from tuner.cliutil import to_jsonable
+    from tuner.core.cliutil import to_jsonable
     from tuner.sweep.results import ResultsStore
 
     with ResultsStore(args.results, create=False) as store:
@@ -313,7 +313,7 @@ def cmd_demo(args) -> int:
     if args.dry_run:
         return 0
     summary = _run_plan(plan, args)
-    from tuner.sandbox import innotier_home
+    from tuner.core.paths import innotier_home
 
     out_dir = args.output or str(innotier_home() / "reports" / summary.run_id)
     rep = _write_report(summary.run_id, out_dir, args.results)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from tuner.cliutil import add_connection_args, connection_from_args, parse_key_values, print_json, print_table
-from tuner.errors import ProfileError, UsageError
+from tuner.core.cliutil import add_connection_args, connection_from_args, parse_key_values, print_json, print_table
+from tuner.core.errors import ProfileError, UsageError
 
 DEFAULT_DROP_IN = "40-innotier-profile.cnf"
 
@@ -112,7 +112,7 @@ def profile_from_args(args):
 def cmd_generate(args) -> int:
     from profiles.render import header_for, render, render_option_file
     from profiles.target import parse_target
-    from tuner.durable import write_atomic
+    from tuner.core.durable import write_atomic
 
     profile = profile_from_args(args)
     if not profile.flavor:
@@ -149,7 +149,7 @@ def cmd_generate(args) -> int:
 
 def _lint_target(args):
     from profiles.target import make_target, parse_target
-    from tuner.server import inspect
+    from tuner.core.server import inspect
 
     if args.server:
         model = inspect(connection_from_args(args))

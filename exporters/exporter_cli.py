@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tuner.cliutil import add_connection_args, parse_key_values, print_json
-from tuner.errors import InnotierError
+from tuner.core.cliutil import add_connection_args, parse_key_values, print_json
+from tuner.core.errors import InnotierError
 
 from exporters.naming import DEFAULT_LISTEN
 
@@ -62,7 +62,7 @@ def _register_dashboards(sub) -> None:
 def _exporter(args: argparse.Namespace) -> int:
     from exporters.listen import parse_listen
     from exporters.standalone import serve_forever, start_standalone
-    from tuner.cliutil import connection_from_args
+    from tuner.core.cliutil import connection_from_args
 
     parse_listen(args.listen)  # a bad address fails before anything else
     info = parse_key_values(args.info, "--info")

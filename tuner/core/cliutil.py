@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tuner.errors import UsageError
+from tuner.core.errors import UsageError
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +29,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
 
 
 def connection_from_args(args: argparse.Namespace, database: str | None = None):
-    from tuner.server import ConnectionSpec
+    from tuner.core.server import ConnectionSpec
 
     return ConnectionSpec.from_args(args, database=database)
 

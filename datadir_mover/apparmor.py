@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tuner.core.errors import MoveError, ToolMissing
+from tuner.core.durable import write_atomic
 
 PROFILES = ("usr.sbin.mariadbd", "usr.sbin.mysqld")
 BINARY_OF = {"usr.sbin.mariadbd": "/usr/sbin/mariadbd", "usr.sbin.mysqld": "/usr/sbin/mysqld"}
@@ -200,8 +201,6 @@ def validate(change: AppArmorChange, root: str = "/etc/apparmor.d") -> str:
 
 def apply(change: AppArmorChange) -> None:
     """Write the local include (durably) and reload the profile where AppArmor is active."""
-    from tuner.core.durable import write_atomic
-
     if change.action not in ("apply", "write") or not change.local_path:
         return
     local = Path(change.local_path)
@@ -215,8 +214,6 @@ def apply(change: AppArmorChange) -> None:
 
 def remove(change: AppArmorChange) -> None:
     """Remove the move's block (rollback); reload where active."""
-    from tuner.core.durable import write_atomic
-
     if change.action not in ("apply", "write") or not change.local_path:
         return
     local = Path(change.local_path)

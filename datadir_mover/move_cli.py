@@ -9,6 +9,11 @@ from pathlib import Path
 from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
 from tuner.core.errors import MoveError, UsageError
 from tuner.core.server import COMPONENTS
+from datadir_mover.move.plan import MoveRequest
+from datadir_mover.move import plan as planmod
+from tuner.core.durable import write_json_atomic
+from datadir_mover.move.executor import Executor, status_of
+from datadir_mover.move.journal import all_journals, find
 
 EPILOG = ("Components: datadir, redo (innodb_log_group_home_dir), ibdata (innodb_data_home_dir; holds the doublewrite "
           "buffer on MariaDB and MySQL < 8.0.20), doublewrite (innodb_doublewrite_dir, MySQL 8.0.20+), undo "
@@ -79,8 +84,6 @@ def register(sub) -> None:
 
 
 def _request(args):
-    from datadir_mover.move.plan import MoveRequest
-
     if not args.component:
         raise UsageError("name the component to move (datadir, redo, ibdata, doublewrite, undo, tmpdir)")
     if not args.to:
@@ -131,9 +134,6 @@ def _confirm(question: str, yes: bool) -> None:
 
 
 def cmd_plan(args) -> int:
-    from datadir_mover.move import plan as planmod
-    from tuner.core.durable import write_json_atomic
-
     spec = connection_from_args(args)
     plan = planmod.build(_request(args), spec)
     if args.save:
@@ -148,8 +148,6 @@ def cmd_plan(args) -> int:
 
 
 def _load_saved(path: str):
-    from datadir_mover.move import plan as planmod
-
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"plan file {path} does not exist; save one with `innotier move plan ... --save FILE`")
@@ -165,9 +163,6 @@ def _load_saved(path: str):
 
 
 def cmd_apply(args) -> int:
-    from datadir_mover.move import plan as planmod
-    from datadir_mover.move.executor import Executor
-
     if args.plan:
         plan = _load_saved(args.plan)
     else:
@@ -197,9 +192,6 @@ def _print_result(result: dict, as_json: bool) -> None:
 
 
 def cmd_status(args) -> int:
-    from datadir_mover.move.executor import status_of
-    from datadir_mover.move.journal import all_journals, find
-
     journals = [find(args.id, ())] if args.id else all_journals()
     rows = [status_of(j) for j in journals]
     if args.json:
@@ -215,9 +207,6 @@ def cmd_status(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    from datadir_mover.move.executor import Executor
-    from datadir_mover.move.journal import find
-
     ex = Executor.open(find(args.id, ("open",)), echo=_echo(args.json), progress=_progress_factory(not args.json))
     result = ex.run()
     _print_result(result, args.json)
@@ -225,9 +214,6 @@ def cmd_resume(args) -> int:
 
 
 def cmd_rollback(args) -> int:
-    from datadir_mover.move.executor import Executor
-    from datadir_mover.move.journal import find
-
     journal = find(args.id, ("open", "committed"))
     ex = Executor.open(journal, echo=_echo(args.json))
     if journal.phase == "open" and journal.began("START"):
@@ -245,9 +231,6 @@ def cmd_rollback(args) -> int:
 
 
 def cmd_finalize(args) -> int:
-    from datadir_mover.move.executor import Executor
-    from datadir_mover.move.journal import find
-
     journal = find(args.id, ("committed",))
     ex = Executor.open(journal, echo=_echo(args.json))
     _confirm(f"Remove the source of move {ex.plan.move_id} ({ex.plan.source_dir})?", args.yes)

@@ -47,11 +47,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from tuner.core.units import format_duration
 from tuner.core.durable import fsync_dir, write_atomic, write_json_atomic
 from tuner.core.errors import InnotierError, TierError, ToolMissing, UsageError
 from tuner.core.server import ConnectionSpec, Flavor, ServerModel, inspect
 
 from datadir_mover.move.copy import copy_tree, digest_file, walk
+from tuner.core.sandbox import Sandbox, SandboxState
 
 # metadata files mariadb-backup / xtrabackup leave in a backup: never restored into a datadir
 BACKUP_METADATA = re.compile(r"^(backup-my\.cnf|xtrabackup_.*|mariadb_backup_.*|ib_buffer_pool|aria_log_control\.tmp)$")
@@ -72,15 +74,6 @@ def parse_interval(text: str) -> int:
     if n < 10:
         raise UsageError(f"--interval {text} is shorter than 10 s; a consistent copy takes longer than that")
     return n
-
-
-def human_duration(seconds: float) -> str:
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 # ---------------------------------------------------------------------------
@@ -149,14 +142,10 @@ class PersistConfig:
     def connection_spec(self) -> ConnectionSpec:
         s = self.server
         if s.get("sandbox"):
-            from tuner.core.sandbox import Sandbox
-
             return Sandbox.load(s["sandbox"]).connection_spec()
         creds = Path(self.backing, "client.cnf")
-        ns = type("Args", (), {"socket": s.get("socket"), "host": s.get("host"), "port": s.get("port"),
-                               "defaults_file": str(creds) if creds.exists() else s.get("defaults_file"),
-                               "sandbox": None, "database": None})()
-        return ConnectionSpec.from_args(ns)
+        return ConnectionSpec.from_options(socket=s.get("socket"), host=s.get("host"), port=s.get("port"),
+                                           defaults_file=str(creds) if creds.exists() else s.get("defaults_file"))
 
 
 def load_config(backing: str | os.PathLike) -> PersistConfig:
@@ -224,8 +213,6 @@ def save_config(cfg: PersistConfig, spec: ConnectionSpec) -> None:
 def server_running(cfg: PersistConfig) -> bool:
     s = cfg.server
     if s.get("sandbox"):
-        from tuner.core.sandbox import Sandbox, SandboxState
-
         return Sandbox.load(s["sandbox"]).state() == SandboxState.RUNNING
     try:
         cfg.connection_spec().connect(connection_timeout=2).close()
@@ -237,8 +224,6 @@ def server_running(cfg: PersistConfig) -> bool:
 def server_stopped_cleanly(cfg: PersistConfig) -> bool:
     s = cfg.server
     if s.get("sandbox"):
-        from tuner.core.sandbox import Sandbox, SandboxState
-
         return Sandbox.load(s["sandbox"]).state() == SandboxState.STOPPED
     return not server_running(cfg)
 
@@ -525,10 +510,10 @@ def status(backing: str, now: float | None = None) -> dict[str, Any]:
                 "rpo_s": round(rpo, 1),
                 "statement": (f"last consistent copy: generation {gen.id}, finished "
                               f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(gen.finished_at))} "
-                              f"({human_duration(age)} ago) by {gen.method} in {gen.duration_s:.1f} s. "
-                              f"A power loss now loses the transactions committed in the last {human_duration(age)}. "
-                              f"Recovery point objective: up to {human_duration(rpo)} of commits can be lost "
-                              f"(sync every {human_duration(cfg.interval_s)} + {gen.duration_s:.0f} s per sync).")})
+                              f"({format_duration(age, compact=True)} ago) by {gen.method} in {gen.duration_s:.1f} s. "
+                              f"A power loss now loses the transactions committed in the last {format_duration(age, compact=True)}. "
+                              f"Recovery point objective: up to {format_duration(rpo, compact=True)} of commits can be lost "
+                              f"(sync every {format_duration(cfg.interval_s, compact=True)} + {gen.duration_s:.0f} s per sync).")})
     return out
 
 
@@ -584,7 +569,7 @@ IOSchedulingClass=best-effort
 IOSchedulingPriority=7
 """,
         f"innotier-persist-sync-{guard}.timer": head + f"""[Unit]
-Description=innotier: consistent copy of {cfg.tier} every {human_duration(cfg.interval_s)}
+Description=innotier: consistent copy of {cfg.tier} every {format_duration(cfg.interval_s, compact=True)}
 
 [Timer]
 OnActiveSec={cfg.interval_s}s

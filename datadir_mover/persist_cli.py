@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import sys
 
+from tuner.core.units import format_duration
 from tuner.core.cliutil import add_connection_args, connection_from_args, print_json
 from tuner.core.errors import UsageError
+from datadir_mover import persist
+from datadir_mover.move.control import systemd_is_pid1
 
 ABOUT = ("A volatile tier (tmpfs, ramfs, zram) loses everything on a power loss. persist keeps consistent copies "
          "(mariadb-backup --backup/--prepare, xtrabackup or MySQL CLONE LOCAL; never a plain rsync of live files) "
@@ -55,16 +58,13 @@ def _echo(quiet: bool):
 
 
 def cmd_install(args) -> int:
-    from datadir_mover import persist
-    from datadir_mover.move.control import systemd_is_pid1
-
     spec = connection_from_args(args)
     cfg = persist.configure(spec, args.tier, args.backing, args.interval, args.server_unit)
     units = persist.render_units(cfg)
     persist.verify_units(units)
     commands = persist.enable_commands(units)
     result = {"units": units if args.dry_run else None, "unit_dir": args.unit_dir, "written": [],
-              "rpo_statement": (f"a power loss loses at most the last {persist.human_duration(cfg.interval_s)} of "
+              "rpo_statement": (f"a power loss loses at most the last {format_duration(cfg.interval_s, compact=True)} of "
                                 "commits plus the duration of one sync"),
               "commands": commands, "verified_with": "systemd-analyze verify"}
     if not args.dry_run:
@@ -99,8 +99,6 @@ def cmd_install(args) -> int:
 
 
 def cmd_sync(args) -> int:
-    from datadir_mover import persist
-
     if args.if_clean and not args.offline:
         raise UsageError("--if-clean only applies to --offline syncs")
     if args.if_clean:
@@ -119,8 +117,6 @@ def cmd_sync(args) -> int:
 
 
 def cmd_restore(args) -> int:
-    from datadir_mover import persist
-
     cfg = persist.load_config(args.backing)
     gen = persist.current(args.backing)
     if not args.yes and not args.if_needed:
@@ -145,8 +141,6 @@ def cmd_restore(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from datadir_mover import persist
-
     st = persist.status(args.backing)
     if args.json:
         print_json(st)

@@ -7,6 +7,18 @@ import json
 import sys
 
 from tuner.core.errors import TierError, UsageError
+from datadir_mover.tiers.registry import creatable
+from datadir_mover.tiers.detect import detect_tiers, tier_for_path
+from tuner.core.cliutil import print_json
+from tuner.core.units import human_size, parse_size
+from datadir_mover.tiers.provision import plan_create, plan_destroy
+from datadir_mover.tiers import fio
+from datadir_mover.tiers.plan import apply_plan
+from datadir_mover.tiers.base import FILESYSTEMS, split_options
+from datadir_mover.tiers.pmem import DAX_FILESYSTEMS, PMEM_SOURCES
+from datadir_mover.tiers.raid import LEVELS
+from datadir_mover.tiers.ramdisk import RAM_FILESYSTEMS
+from datadir_mover.tiers.requests import CreateRequest, PmemCreate, RaidCreate, RamdiskCreate, ZramCreate
 
 
 def register(sub) -> None:
@@ -29,11 +41,10 @@ def register(sub) -> None:
                                      "and changes nothing.")
     csub = cr.add_subparsers(dest="kind", metavar="KIND")
     csub.required = True
-    from datadir_mover.tiers.registry import creatable
 
     for name, provider in creatable().items():
         kp = csub.add_parser(name, help=provider.create_help, description=provider.create_help)
-        provider.add_create_arguments(kp)
+        CREATE_ARGUMENTS[name](kp)
         kp.add_argument("--dry-run", action="store_true", help="print the plan (exact commands) and change nothing")
         kp.add_argument("--json", action="store_true", help="print JSON")
         kp.set_defaults(func=cmd_create)
@@ -64,13 +75,80 @@ def register(sub) -> None:
     be.set_defaults(func=cmd_bench)
 
 
+# ---- tiers create KIND: flags -> typed request (datadir_mover.tiers.requests) ----------------------
+
+def _add_zram_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", required=True, help="uncompressed capacity (disksize), e.g. 4G")
+    parser.add_argument("--algorithm", help="compression algorithm (default: the kernel's); "
+                                            "the choices are in /sys/block/zramN/comp_algorithm")
+    parser.add_argument("--fs", default="ext4", choices=FILESYSTEMS, help="file system (default ext4)")
+    parser.add_argument("--mount", required=True, metavar="PATH", help="empty directory to mount it on")
+    parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
+
+
+def _add_ramdisk_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--fs", default="tmpfs", choices=RAM_FILESYSTEMS, help="tmpfs (default) or ramfs")
+    parser.add_argument("--size", required=True, help="size limit, e.g. 4G (ramfs cannot enforce it)")
+    parser.add_argument("--mount", required=True, metavar="PATH", help="empty directory to mount it on")
+    parser.add_argument("--mode", default="0755", help="permissions of the root directory (default 0755)")
+    parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
+
+
+def _add_pmem_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", choices=PMEM_SOURCES, default="memmap",
+                        help="memmap: DRAM reserved with the memmap= kernel parameter (emulation, volatile); "
+                             "nvdimm: a real NVDIMM/Optane DCPMM region")
+    parser.add_argument("--memmap", default="4G!12G", metavar="SIZE!OFFSET",
+                        help="memmap= value to reserve (memmap source; default 4G!12G: 4 GiB at 12 GiB); "
+                             "the range must lie in usable RAM (see the BIOS-e820 lines in dmesg)")
+    parser.add_argument("--namespace", default="namespace0.0", help="namespace to reconfigure (memmap source)")
+    parser.add_argument("--region", default="region0", help="region to carve the namespace from (nvdimm source)")
+    parser.add_argument("--size", help="namespace size (nvdimm source; default: the whole region)")
+    parser.add_argument("--device", default="/dev/pmem0", help="the resulting block device (default /dev/pmem0)")
+    parser.add_argument("--fs", default="ext4", choices=DAX_FILESYSTEMS, help="DAX-capable file system")
+    parser.add_argument("--mount", required=True, metavar="PATH", help="empty directory to mount it on")
+    parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
+
+
+def _add_raid_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--level", type=int, required=True, choices=LEVELS, help="RAID level")
+    parser.add_argument("--chunk", default="512K", help="chunk size (default 512K, mdadm's default)")
+    parser.add_argument("--devices", nargs="+", required=True, metavar="DEV", help="member block devices")
+    parser.add_argument("--name", default="innotier0", help="array name: /dev/md/NAME (default innotier0)")
+    parser.add_argument("--fs", choices=FILESYSTEMS, help="make this file system on the array (default ext4 "
+                                                          "when --mount is given)")
+    parser.add_argument("--mount", metavar="PATH", help="mount the array here (empty directory)")
+    parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
+
+
+CREATE_ARGUMENTS = {"zram": _add_zram_arguments, "ramdisk": _add_ramdisk_arguments, "pmem": _add_pmem_arguments,
+                    "raid": _add_raid_arguments}
+
+
+def request_from_args(args: argparse.Namespace) -> CreateRequest:
+    """The typed create request the ``tiers create KIND`` flags describe."""
+    options = tuple(split_options(args.options))
+    if args.kind == "zram":
+        return ZramCreate(size_bytes=parse_size(args.size, "--size"), mount=args.mount, fs=args.fs,
+                          algorithm=args.algorithm, options=options)
+    if args.kind == "ramdisk":
+        return RamdiskCreate(size_bytes=parse_size(args.size, "--size"), mount=args.mount, fs=args.fs,
+                             mode=args.mode, options=options)
+    if args.kind == "pmem":
+        return PmemCreate(mount=args.mount, source=args.source, memmap=args.memmap, namespace=args.namespace,
+                          region=args.region, size_bytes=parse_size(args.size, "--size") if args.size else None,
+                          device=args.device, fs=args.fs, options=options)
+    if args.kind == "raid":
+        if args.fs and not args.mount:
+            raise UsageError("--fs needs --mount: give the directory to mount the new file system on")
+        return RaidCreate(level=args.level, devices=tuple(args.devices), chunk_bytes=parse_size(args.chunk, "--chunk"),
+                          name=args.name, fs=args.fs, mount=args.mount, options=options)
+    raise UsageError(f"cannot create tier kind {args.kind!r}; choose one of {', '.join(CREATE_ARGUMENTS)}")
+
+
 # ---- handlers ----------------------------------------------------------------------------------
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from datadir_mover.tiers.detect import detect_tiers
-    from tuner.core.cliutil import print_json
-    from tuner.core.units import human_size
-
     tiers = detect_tiers(include_all=args.all)
     if args.json:
         print_json([t.to_dict() for t in tiers])
@@ -94,9 +172,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_create(args: argparse.Namespace) -> int:
-    from datadir_mover.tiers.provision import plan_create
-
-    plan = plan_create(args.kind, args)
+    plan = plan_create(request_from_args(args))
     if args.dry_run:
         _print_plan(plan, args.json)
         return 0
@@ -104,12 +180,8 @@ def cmd_create(args: argparse.Namespace) -> int:
     tier = None
     mount = getattr(args, "mount", None)
     if mount:
-        from datadir_mover.tiers.detect import tier_for_path
-
         tier = tier_for_path(mount)
     if args.json:
-        from tuner.core.cliutil import print_json
-
         print_json({"plan": plan.to_dict(), "executed": result.executed, "tier": tier.to_dict() if tier else None})
     elif tier:
         print(f"created: {tier.kind} on {tier.mountpoint} ({tier.device}, {tier.fs}); "
@@ -120,16 +192,12 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
-    from datadir_mover.tiers.provision import plan_destroy
-
     plan = plan_destroy(args.path, force=args.force)
     if args.dry_run:
         _print_plan(plan, args.json)
         return 0
     result = _apply_or_explain(plan, args.json)
     if args.json:
-        from tuner.core.cliutil import print_json
-
         print_json({"plan": plan.to_dict(), "executed": result.executed})
     else:
         print(f"destroyed: {args.path}")
@@ -138,10 +206,6 @@ def cmd_destroy(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     import os
-
-    from datadir_mover.tiers import fio
-    from datadir_mover.tiers.detect import tier_for_path
-    from tuner.core.units import parse_size
 
     path = os.path.abspath(args.path)
     if not os.path.isdir(path):
@@ -161,8 +225,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     fio.fio_version()
     result = _run_bench_with_progress(fio, tier, path, size, args, baseline)
     if args.json:
-        from tuner.core.cliutil import print_json
-
         print_json(result.to_dict())
         return 0
     _print_bench(result)
@@ -191,8 +253,6 @@ def _yn(v) -> str:
 
 def _print_plan(plan, as_json: bool) -> None:
     if as_json:
-        from tuner.core.cliutil import print_json
-
         print_json(plan.to_dict())
     else:
         print(plan.render())
@@ -200,8 +260,6 @@ def _print_plan(plan, as_json: bool) -> None:
 
 def _apply_or_explain(plan, as_json: bool):
     """Apply an applicable plan (commands echoed to stderr); otherwise print it and fail with the reason."""
-    from datadir_mover.tiers.plan import apply_plan
-
     if not plan.applicable:
         _print_plan(plan, as_json)
         reason = plan.blockers[0] if plan.blockers else \

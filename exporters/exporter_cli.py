@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tuner.core.cliutil import add_connection_args, parse_key_values, print_json
+from tuner.core.cliutil import add_connection_args, connection_from_args, parse_key_values, print_json
 from tuner.core.errors import InnotierError
 
-from exporters.naming import DEFAULT_LISTEN
+from exporters.naming import COLLECTOR_NAMES as COLLECTORS, DEFAULT_LISTEN
+from exporters.listen import parse_listen
 
 
 class DashboardsStale(InnotierError):
@@ -23,8 +24,6 @@ def register(sub) -> None:
 
 
 def _register_exporter(sub) -> None:
-    from exporters.naming import COLLECTOR_NAMES as COLLECTORS  # no prometheus_client import for --help
-
     p = sub.add_parser(
         "exporter", help="serve a server's InnoDB counters (and run info) for Prometheus",
         description="Serve /metrics for Prometheus: the InnoDB counters of one server (SHOW GLOBAL STATUS), "
@@ -60,10 +59,7 @@ def _register_dashboards(sub) -> None:
 
 
 def _exporter(args: argparse.Namespace) -> int:
-    from exporters.listen import parse_listen
-    from exporters.standalone import serve_forever, start_standalone
-    from tuner.core.cliutil import connection_from_args
-
+    from exporters.standalone import serve_forever, start_standalone  # deferred: prometheus_client, ~40 ms of start-up
     parse_listen(args.listen)  # a bad address fails before anything else
     info = parse_key_values(args.info, "--info")
     spec = connection_from_args(args)
@@ -73,8 +69,7 @@ def _exporter(args: argparse.Namespace) -> int:
 
 
 def _dashboards_generate(args: argparse.Namespace) -> int:
-    from exporters import dashboards
-
+    from exporters import dashboards  # deferred: prometheus_client, ~40 ms of start-up
     root = Path(args.output).resolve() if args.output else dashboards.default_root()
     if args.check:
         stale = dashboards.check(root)

@@ -13,7 +13,7 @@ Called by ``tpcc run --metrics-listen ADDR`` and ``sweep run``::
     handle = start_live_exporter(m, "127.0.0.1:9623", {"tier": "zram", "clients": 8}, spec)
     try:
         run(...)
-        handle.set_progress(3, 12, "run")   # sweep runner
+        handle.set_progress(3, 12, SweepPhase.MEASURE)   # sweep runner
         handle.set_info({...})              # next cell
     finally:
         handle.write_textfile("/var/lib/node_exporter/textfile/innotier.prom")  # optional
@@ -29,12 +29,15 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from tuner.core.phases import SweepPhase
+
 from exporters.collectors import Scrape, build_sources
 from exporters.collectors.tpcc import TpccCollector
 from exporters.listen import MetricsServer, serve
 from exporters.naming import driver_id_from
 from exporters.state import RunState
 from tuner.core.measure import Measurement
+from exporters.textfile import write_textfile
 
 SAMPLE_EVERY_SECONDS = 1.0
 SERVER_SAMPLE_EVERY_TICKS = 5  # the NOPM window is 60 s: a sample every 5 s is plenty
@@ -60,7 +63,7 @@ class LiveExporter:
         """Replace the run info (a new sweep cell); unknown or secret-looking keys are dropped."""
         self.state.set_info(info)
 
-    def set_progress(self, done: int, total: int, phase: str) -> None:
+    def set_progress(self, done: int, total: int, phase: SweepPhase) -> None:
         self.state.set_progress(done, total, phase)
 
     def set_measurement(self, measurement: Measurement) -> None:
@@ -74,8 +77,6 @@ class LiveExporter:
 
     def write_textfile(self, path: str | Path) -> Path:
         """Write the current metrics for node_exporter's textfile collector (durably)."""
-        from exporters.textfile import write_textfile
-
         return write_textfile(path, self.registry)
 
     def stop(self) -> None:

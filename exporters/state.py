@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from tuner.core.phases import SweepPhase
+
 from exporters.naming import sanitize_info
 
 
@@ -16,7 +18,7 @@ from exporters.naming import sanitize_info
 class SweepProgress:
     done: int
     total: int
-    phase: str
+    phase: SweepPhase
 
 
 class RunState:
@@ -31,11 +33,12 @@ class RunState:
         with self._lock:
             self._info = clean
 
-    def set_progress(self, done: int, total: int, phase: str) -> None:
+    def set_progress(self, done: int, total: int, phase: SweepPhase) -> None:
         if total < 0 or done < 0:
             raise ValueError(f"sweep progress {done}/{total} is negative")
+        phase = SweepPhase(phase)  # ValueError for a phase the sweep does not have
         with self._lock:
-            self._progress = SweepProgress(int(done), int(total), str(phase)[:64])
+            self._progress = SweepProgress(int(done), int(total), phase)
 
     @property
     def info(self) -> dict[str, str]:

@@ -15,8 +15,11 @@ from dataclasses import dataclass
 
 from profiles.catalog import load_catalog
 from profiles.optionfile import parse_option_file, server_groups
-from profiles.target import Target
+from profiles.target import Target, make_target
 from tuner.core.errors import ProfileError, ToolMissing
+from profiles.model import load_profile
+from profiles.render import render_option_file, render_options
+from tuner.core.server import fetch_variables, model_from_variables
 
 # variables a live server reports that are not settings worth comparing
 LIVE_ONLY = {"version", "version_comment", "version_compile_os", "innodb_version", "hostname", "server_uuid",
@@ -52,18 +55,12 @@ def side_from_file(path: str, target: Target) -> Side:
 
 
 def side_from_profile(name_or_path: str, target: Target) -> Side:
-    from profiles.model import load_profile
-    from profiles.render import render_options
-
     profile = load_profile(name_or_path)
     return Side(label=f"profile {profile.name} ({target.describe()})",
                 options=render_options(profile, target.flavor, target.version), kind="profile")
 
 
 def side_from_server(spec) -> tuple[Side, Target]:
-    from profiles.target import make_target
-    from tuner.core.server import fetch_variables, model_from_variables
-
     conn = spec.with_database(None).connect()
     try:
         variables = {k.lower(): v for k, v in fetch_variables(conn).items()}
@@ -120,7 +117,6 @@ def pt_config_diff(a: Side, b: Side, spec=None) -> str:
     tool = shutil.which("pt-config-diff")
     if not tool:
         raise ToolMissing("pt-config-diff not found; install percona-toolkit (apt-get install percona-toolkit)")
-    from profiles.render import render_option_file
 
     with tempfile.TemporaryDirectory(prefix="innotier-diff-") as tmp:
         args = []

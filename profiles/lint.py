@@ -21,6 +21,7 @@ from profiles.target import Target, make_target
 from tuner.core.errors import ProfileError
 from tuner.core.server import Flavor, Version
 from tuner.core.units import PAGE_SIZES, human_size
+from tuner.core.probe import mount_of, probe_o_direct
 
 SEVERITIES = ("error", "warning", "info")
 PAPER = "DCPMM paper (seed 000) section 4.5"
@@ -209,8 +210,6 @@ def _probe_dirs(options: dict[str, str], tier_path: str | None, datadir: str | N
 
 
 def _o_direct_check(options, target, dirs, where) -> list[Finding]:
-    from datadir_mover.probe import mount_of, probe_o_direct
-
     direct, option, explicit = _uses_o_direct(options, target)
     if not direct:
         return []
@@ -236,8 +235,6 @@ def _o_direct_check(options, target, dirs, where) -> list[Finding]:
 
 
 def _dax_check(options, target, tier_path, mounts, where) -> list[Finding]:
-    from datadir_mover.probe import mount_of
-
     if not tier_path:
         return []
     m = mount_of(tier_path, mounts)

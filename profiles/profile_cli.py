@@ -7,6 +7,14 @@ import sys
 
 from tuner.core.cliutil import add_connection_args, connection_from_args, parse_key_values, print_json, print_table
 from tuner.core.errors import ProfileError, UsageError
+from profiles.model import list_profiles, load_profile, profile_from_mapping
+from profiles.render import header_for, render, render_option_file
+from profiles.target import make_target, parse_target
+from tuner.core.durable import write_atomic
+from tuner.core.server import inspect
+from profiles.lint import has_errors, lint_file
+from profiles.diff import diff, pt_config_diff, resolve_side, side_from_server
+from profiles.catalog import load_catalog
 
 DEFAULT_DROP_IN = "40-innotier-profile.cnf"
 
@@ -80,8 +88,6 @@ def register(sub) -> None:
 
 
 def profile_from_args(args):
-    from profiles.model import load_profile, profile_from_mapping
-
     base = load_profile(args.profile) if args.profile else None
     m: dict = {}
     if base is not None:
@@ -110,10 +116,6 @@ def profile_from_args(args):
 
 
 def cmd_generate(args) -> int:
-    from profiles.render import header_for, render, render_option_file
-    from profiles.target import parse_target
-    from tuner.core.durable import write_atomic
-
     profile = profile_from_args(args)
     if not profile.flavor:
         raise UsageError("no target; give --flavor, e.g. --flavor mariadb-10.11 or --flavor mysql-8.0")
@@ -148,9 +150,6 @@ def cmd_generate(args) -> int:
 
 
 def _lint_target(args):
-    from profiles.target import make_target, parse_target
-    from tuner.core.server import inspect
-
     if args.server:
         model = inspect(connection_from_args(args))
         t = make_target(model.flavor, model.version)
@@ -161,8 +160,6 @@ def _lint_target(args):
 
 
 def cmd_lint(args) -> int:
-    from profiles.lint import has_errors, lint_file
-
     target, datadir = _lint_target(args)
     findings = lint_file(args.file, target.flavor, target.version, tier_path=args.tier, datadir=datadir)
     if args.json:
@@ -184,9 +181,6 @@ def cmd_lint(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    from profiles.diff import diff, pt_config_diff, resolve_side, side_from_server
-    from profiles.target import parse_target
-
     spec = None
     sides = {}
     target = parse_target(args.flavor) if args.flavor else None
@@ -221,8 +215,6 @@ def cmd_diff(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from profiles.model import list_profiles
-
     profiles = list_profiles()
     if args.json:
         print_json([p.to_dict() for p in profiles])
@@ -234,10 +226,6 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from profiles.model import load_profile
-    from profiles.render import header_for, render, render_option_file
-    from profiles.target import parse_target
-
     profile = load_profile(args.name)
     flavor = args.flavor or profile.flavor
     text = None
@@ -262,8 +250,6 @@ def cmd_show(args) -> int:
 
 
 def cmd_catalog(args) -> int:
-    from profiles.catalog import load_catalog
-
     cat = load_catalog()
     if args.option:
         rows = cat.rows_for(args.option)

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from datadir_mover.probe import read_mounts
+from tuner.core.probe import read_mounts
 
 GOLDEN = "golden-mv"
 GOLDEN_OPTIONS = {"innodb_undo_tablespaces": "2", "innodb_log_file_size": "32M", "innodb_buffer_pool_size": "128M"}

@@ -13,6 +13,7 @@ import sys
 from tuner import __version__
 from tuner.core.cliutil import register_modules
 from tuner.core.errors import InnotierError
+from tuner.tpcc import move_check
 
 # (module, what it adds); order is the order of --help
 REGISTRARS = (
@@ -37,13 +38,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     register_modules(sub, REGISTRARS)
+    move_check.register()  # every move, resume and rollback also runs the TPC-C consistency checks
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     if not sys.stdout.isatty() and "COLUMNS" not in os.environ:
         os.environ["COLUMNS"] = "200"  # rich would squeeze tables to 80 columns in a pipe or a log
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except InnotierError as exc:
+        print(f"innotier: {exc}", file=sys.stderr)
+        return exc.exit_code
     args = parser.parse_args(argv)
     try:
         rc = args.func(args)

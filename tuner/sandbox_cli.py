@@ -7,6 +7,7 @@ import time
 from tuner.core import sandbox as sbx
 from tuner.core.cliutil import parse_key_values, print_json, print_table
 from tuner.core.errors import UsageError
+from profiles.apply import apply_profile_to_sandbox, load_profile_for_sandbox
 
 
 def register(sub) -> None:
@@ -65,8 +66,6 @@ def cmd_create(args) -> int:
     profile = None
     explicit = args.page_size is not None
     if args.profile:
-        from profiles.apply import load_profile_for_sandbox  # validates before anything is created
-
         profile = load_profile_for_sandbox(args.profile, page_size=args.page_size or "16k", explicit_page_size=explicit)
         if profile.page_size and not explicit:
             args.page_size = profile.page_size
@@ -74,8 +73,6 @@ def cmd_create(args) -> int:
     sb = sbx.create(args.name, page_size=args.page_size, datadir=args.datadir, port=args.port,
                     options=options, basedir=args.basedir)
     if profile is not None:
-        from profiles.apply import apply_profile_to_sandbox
-
         apply_profile_to_sandbox(sb, profile)
     created = time.monotonic() - t0
     started = sb.start() if args.start else None
@@ -137,8 +134,6 @@ def cmd_list(args) -> int:
 
 
 def cmd_reconfigure(args) -> int:
-    from profiles.apply import apply_profile_to_sandbox, load_profile_for_sandbox
-
     sb = sbx.Sandbox.load(args.name)
     profile = load_profile_for_sandbox(args.profile, page_size=sb.page_size, explicit_page_size=True)
     running = sb.state() == sbx.SandboxState.RUNNING

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tuner.core.errors import MoveError
 from tuner.core.server import ConnectionSpec, Flavor, ServerModel
+from tuner.core.sandbox import Sandbox
 
 SANDBOX_PLACEMENT = "50-innotier-placement.cnf"
 SYSTEM_PLACEMENT = "99-innotier-placement.cnf"
@@ -61,8 +62,6 @@ class SandboxControl:
     kind: str = "sandbox"
 
     def sandbox(self):
-        from tuner.core.sandbox import Sandbox
-
         return Sandbox.load(self.name)  # reloaded each time: a datadir move rewrites sandbox.json
 
     def describe(self) -> str:

@@ -34,6 +34,7 @@ from typing import Callable, Iterable
 import xxhash
 
 from tuner.core.durable import fsync_dir
+from tuner.core.errors import MoveError
 
 CHUNK = 1 << 20  # 1 MiB reads and writes
 RACY_MARGIN_NS = 2_000_000_000  # a file modified less than 2 s before the pre-copy read it is copied again
@@ -337,8 +338,6 @@ def _remove_vanished(dst: Path, previous: Manifest, current: Manifest) -> int:
 
 def verify_tree(manifest: Manifest) -> None:
     """Read every copied file back from the target and compare checksums; raise on the first difference."""
-    from tuner.core.errors import MoveError
-
     dst = Path(manifest.target)
     for rec in manifest.records.values():
         if rec.kind != "file" or rec.verified:

@@ -19,13 +19,14 @@ from typing import Any, Callable
 
 from tuner.core.durable import fsync_dir, write_atomic
 from tuner.core.errors import InnotierError, MoveError
-from tuner.core.server import ServerModel, model_from_variables
+from tuner.core.server import ServerModel, inspect, model_from_variables
 
 from datadir_mover import apparmor
-from datadir_mover.move import components, verify
+from datadir_mover.move import components, placement, verify
 from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
 from datadir_mover.move.journal import STATES, Journal, crash_point, moves_dir
 from datadir_mover.move.plan import Plan
+from tuner.core.sandbox import port_in_use
 
 Echo = Callable[[str], None]
 ProgressFactory = Callable[[str, int], Callable[[int], None]]  # (description, total bytes) -> advance(n)
@@ -355,14 +356,11 @@ class Executor:
     def _require_server_on_target(self) -> None:
         state = self.control.state()
         if state == "running":
-            from tuner.core.server import inspect
-
             where = components.source_dir(self.plan.component, inspect(self.plan.connection_spec()))
             if os.path.realpath(where) != os.path.realpath(self.plan.target_dir):
                 raise MoveError(f"the server now reports {self.plan.component} at {where}, not "
                                 f"{self.plan.target_dir}; the source is not removed")
             return
-        from datadir_mover.move import placement
 
         current = placement.parse(Path(self.plan.placement_file).read_text() if Path(self.plan.placement_file).exists()
                                   else "")
@@ -469,7 +467,6 @@ class Executor:
         """A server another (killed) mover started may still be initializing: wait for it instead of starting twice."""
         if self.plan.control["kind"] != "sandbox":
             return False
-        from tuner.core.sandbox import port_in_use
 
         sb = self.control.sandbox()
         deadline = time.monotonic() + timeout

@@ -54,6 +54,7 @@ from typing import Any
 
 from tuner.core.durable import append_line_durable, write_json_atomic
 from tuner.core.errors import MoveError
+from tuner.core.paths import innotier_home
 
 STATES = ("PLAN", "PRECOPY", "SHUTDOWN", "COPY", "VERIFY", "SWITCH", "START", "VERIFY_SERVER", "COMMIT")
 OFFLINE_STATES = ("COPY", "VERIFY", "SWITCH")  # the server must be stopped while these run
@@ -215,8 +216,6 @@ class Journal:
 
 
 def moves_dir() -> Path:
-    from tuner.core.paths import innotier_home
-
     return innotier_home() / "moves"
 
 

@@ -22,8 +22,9 @@ from tuner.core.units import human_size
 
 from datadir_mover import apparmor, selinux
 from datadir_mover.move import components, placement, preflight
-from datadir_mover.move.control import SandboxControl, control_for, server_user
-from datadir_mover.move.copy import allocated_bytes, logical_bytes, walk
+from datadir_mover.move.control import SandboxControl, SystemdControl, control_for, server_user
+from datadir_mover.move.copy import allocated_bytes, copy_file, digest_file, logical_bytes, walk
+from tuner.core.sandbox import Sandbox
 
 PLAN_VERSION = 1
 RECENT_SECONDS = 60  # files modified this recently are counted as "changed again" for the pre-copy estimate
@@ -111,15 +112,11 @@ class Plan:
     def connection_spec(self) -> ConnectionSpec:
         c = self.connection
         if c.get("sandbox"):
-            from tuner.core.sandbox import Sandbox
-
             return Sandbox.load(c["sandbox"]).connection_spec()
-        ns = type("Args", (), dict(c))()
-        return ConnectionSpec.from_args(ns)
+        return ConnectionSpec.from_options(socket=c.get("socket"), host=c.get("host"), port=c.get("port"),
+                                           defaults_file=c.get("defaults_file"), database=c.get("database"))
 
     def control_obj(self):
-        from datadir_mover.move.control import SystemdControl
-
         c = self.control
         if c["kind"] == "sandbox":
             return SandboxControl(c["name"])
@@ -167,8 +164,6 @@ def _probe_rate(entries, source: str, target: str) -> float | None:
     """Bytes/s of the real copy pipeline (read, hash, write, fsync, read back) on up to 32 MiB into the target's parent."""
     import stat as st_mod
     import tempfile
-
-    from datadir_mover.move.copy import copy_file, digest_file
 
     files = [(rel, st) for rel, st in entries if st_mod.S_ISREG(st.st_mode) and st.st_size > 0]
     if not files:

@@ -16,10 +16,12 @@ from tuner.core.server import ServerModel
 from tuner.core.units import PAGE_SIZES, human_size, parse_page_size
 
 from datadir_mover.move import components
+from datadir_mover.tiers.detect import tier_for_path  # the tiers area's detector, when present
+from tuner.core.probe import mount_of
+from datadir_mover.move.journal import all_journals
 
 HEADROOM_FRACTION = 0.10  # free space kept on the target beyond the files' size
 HEADROOM_MIN = 16 << 20
-VOLATILE_FS = ("tmpfs", "ramfs")
 
 
 @dataclass(frozen=True)
@@ -51,26 +53,11 @@ def tier_facts(path: str) -> TierFacts:
     where = existing_ancestor(path)
     vfs = os.statvfs(where)
     free = vfs.f_bavail * vfs.f_frsize
-    try:
-        from datadir_mover.tiers.detect import tier_for_path  # the tiers area's detector, when present
-
-        t = tier_for_path(where)
-        return TierFacts(device=str(getattr(t, "device", "") or ""), mountpoint=str(getattr(t, "mountpoint", "") or ""),
-                         fstype=str(getattr(t, "fs", "") or ""), kind=str(getattr(t, "kind", "other")),
-                         volatile=bool(getattr(t, "volatile", False)), o_direct=getattr(t, "o_direct", None),
-                         dax=bool(getattr(t, "dax", False)), free_bytes=free)
-    except ImportError:
-        pass
-    from datadir_mover.probe import mount_of, probe_o_direct
-
-    m = mount_of(where)
-    kind = "zram" if os.path.basename(m.device).startswith("zram") else (m.fstype if m.fstype in VOLATILE_FS else "other")
-    try:
-        odirect = probe_o_direct(where) if os.access(where, os.W_OK) else None
-    except OSError:
-        odirect = None
-    return TierFacts(device=m.device, mountpoint=m.mountpoint, fstype=m.fstype, kind=kind,
-                     volatile=kind in ("zram", "tmpfs", "ramfs"), o_direct=odirect, dax=m.dax, free_bytes=free)
+    t = tier_for_path(where)
+    return TierFacts(device=str(getattr(t, "device", "") or ""), mountpoint=str(getattr(t, "mountpoint", "") or ""),
+                     fstype=str(getattr(t, "fs", "") or ""), kind=str(getattr(t, "kind", "other")),
+                     volatile=bool(getattr(t, "volatile", False)), o_direct=getattr(t, "o_direct", None),
+                     dax=bool(getattr(t, "dax", False)), free_bytes=free)
 
 
 def _inside(child: str, parent: str) -> bool:
@@ -162,8 +149,6 @@ def check_same_fs(source: str, target: str, allow_same_fs: bool) -> None:
     s_dev = os.stat(source).st_dev
     t_dev = os.stat(existing_ancestor(target)).st_dev
     if s_dev == t_dev:
-        from datadir_mover.probe import mount_of
-
         m = mount_of(source)
         raise MoveError(f"target {target} is on the same file system as {source} ({m.device} on {m.mountpoint}): "
                         "a move would gain nothing; choose a directory on the faster tier "
@@ -204,8 +189,6 @@ def check_server_state(state: str, stop_myself: bool, describe: str, stop_hint: 
 
 
 def check_no_open_move(server_key: str) -> None:
-    from datadir_mover.move.journal import all_journals
-
     for j in all_journals():
         if j.phase == "open" and j.plan().get("server_key") == server_key and j.records():
             raise MoveError(f"move {j.dir.name} on this server is not finished ({j.describe()}); resume or roll it "

@@ -3,18 +3,18 @@
 A provider describes the tiers it recognises (``claims`` + ``describe``), may
 report tiers only its tools can see (``candidates``), knows how to tear its tiers
 down (``destroy_steps``) and, when the kind can be created, adds its
-``tiers create KIND`` arguments and builds a ``Plan`` (``plan_create``).  The
+a typed request (``datadir_mover.tiers.requests``) and builds a ``Plan`` from it
+(``plan_create``); the CLI maps its flags to the request.  The
 explicit registry of providers is ``datadir_mover.tiers.registry``.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 from pathlib import Path
 
-from datadir_mover.probe import MountEntry
+from tuner.core.probe import MountEntry
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import Tier
 from datadir_mover.tiers.plan import Plan, Step, command_step
@@ -26,6 +26,7 @@ class TierProvider:
     name: str = ""
     kinds: tuple[str, ...] = ()
     create_help: str | None = None      # None: this kind cannot be created by innotier
+    request_type: type | None = None    # the create request dataclass (datadir_mover.tiers.requests)
 
     def claims(self, mount: MountEntry | None, device_name: str | None, host: Host) -> bool:
         return False
@@ -40,10 +41,7 @@ class TierProvider:
     def destroy_steps(self, tier: Tier, host: Host) -> list[Step]:
         return [umount_step(tier.mountpoint)] if tier.mountpoint else []
 
-    def add_create_arguments(self, parser: argparse.ArgumentParser) -> None:
-        raise NotImplementedError
-
-    def plan_create(self, args: argparse.Namespace, host: Host) -> Plan:
+    def plan_create(self, request, host: Host) -> Plan:
         raise NotImplementedError
 
 
@@ -66,7 +64,7 @@ def check_mountpoint(path: str, host: Host) -> tuple[Path, bool]:
     Returns (absolute path, needs_mkdir).  Bad input raises UsageError and changes nothing.
     """
     if not path:
-        raise UsageError("--mount is required; give the directory the tier should be mounted on")
+        raise UsageError("a mount point is required; give the directory the tier should be mounted on")
     p = Path(os.path.abspath(path))
     mounted = {m.mountpoint for m in host.mounts()}
     if str(p) in mounted or (p.exists() and os.path.ismount(p)):
@@ -87,11 +85,11 @@ def check_mountpoint(path: str, host: Host) -> tuple[Path, bool]:
 def check_ram_size(size: int, host: Host, what: str) -> None:
     """A RAM tier larger than the memory available now would push the host into swap or the OOM killer."""
     if size <= 0:
-        raise UsageError(f"--size must be positive; give it like 512M or 4G")
+        raise UsageError(f"the {what} size must be positive; give it like 512M or 4G")
     available = host.meminfo().get("MemAvailable")
     if available is not None and size > available:
         raise UsageError(f"{what} size {format_size(size)} is larger than the memory available now "
-                         f"({human_size(available)}, MemAvailable in /proc/meminfo); choose a smaller --size")
+                         f"({human_size(available)}, MemAvailable in /proc/meminfo); choose a smaller size")
 
 
 def mkfs_argv(fs: str, device: str, *, for_dax: bool = False, raid_stride: tuple[int, int] | None = None) -> list[str]:
@@ -133,6 +131,11 @@ def mount_step(source: str, path: Path, fstype: str | None, options: list[str]) 
 
 def umount_step(path: str | None) -> Step:
     return command_step(f"unmount {path}", ["umount", str(path)])
+
+
+def check_fs(fs: str, allowed: tuple[str, ...], what: str) -> None:
+    if fs not in allowed:
+        raise UsageError(f"file system {fs!r} is not supported for a {what} tier; choose one of {', '.join(allowed)}")
 
 
 def split_options(text: str | None) -> list[str]:

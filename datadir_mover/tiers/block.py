@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from datadir_mover.probe import MountEntry
+from tuner.core.probe import MountEntry
 from datadir_mover.tiers.base import TierProvider
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import Tier, with_notes

@@ -16,7 +16,7 @@ import dataclasses
 import os
 from typing import Sequence
 
-from datadir_mover.probe import MountEntry, mount_of, probe_dax, probe_o_direct
+from tuner.core.probe import MountEntry, mount_of, probe_dax, probe_o_direct
 from datadir_mover.tiers import block
 from datadir_mover.tiers.host import Host, Runner, subprocess_runner
 from datadir_mover.tiers.model import Tier

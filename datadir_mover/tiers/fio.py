@@ -34,6 +34,7 @@ from datadir_mover.tiers.raid import measured_vs_expected
 from tuner.core.durable import write_json_atomic
 from tuner.core.errors import TierError, ToolMissing, UsageError
 from tuner.core.units import format_size, human_size
+from tuner.core.paths import innotier_home
 
 
 @dataclass(frozen=True)
@@ -230,8 +231,6 @@ def raid_section(tier: Tier, jobs: list[JobResult], baseline: dict | None) -> di
 
 
 def results_dir() -> Path:
-    from tuner.core.paths import innotier_home
-
     return innotier_home() / "tiers" / "bench"
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from datadir_mover.probe import MountEntry, parse_mounts
+from tuner.core.probe import MountEntry, parse_mounts
 
 # A runner takes an argv and returns the command's stdout, or None when the tool
 # is missing or fails (detection then falls back to the other sources).

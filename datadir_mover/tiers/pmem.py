@@ -16,7 +16,6 @@ Facts (pmem.io docs, ndctl-create-namespace(1), Documentation/filesystems/dax.rs
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import glob
 import json
@@ -24,13 +23,15 @@ import os
 import re
 from typing import Any, Iterator
 
-from datadir_mover.probe import MountEntry, probe_dax
-from datadir_mover.tiers.base import (TierProvider, check_mountpoint, mkdir_step, mkfs_argv, mount_step,
-                                      root_blocker, split_options, tool_blockers)
+from tuner.core.probe import MountEntry, probe_dax
+from datadir_mover.tiers.base import (TierProvider, check_fs, check_mountpoint, mkdir_step, mkfs_argv, mount_step,
+                                      root_blocker, tool_blockers)
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import PmemInfo, Tier, with_notes
 from datadir_mover.tiers.plan import Plan, Step, command_step, manual_step
+from datadir_mover.tiers.requests import PmemCreate
 from tuner.core.errors import TierError, UsageError
+from tuner.core.units import format_size
 
 NAME_RE = re.compile(r"^pmem\d+(\.\d+)?$")
 FSDAX_MODES = ("fsdax", "memory")  # "memory" is fsdax's name in old ndctl releases
@@ -151,11 +152,15 @@ def volatile_of(info: PmemInfo, kind: str) -> bool:
         return False
     return kind == "pmem"      # unknown bus: a raw/legacy namespace is most likely memmap=; assume the worst
 
+PMEM_SOURCES = ("memmap", "nvdimm")  # DRAM reserved with memmap= (emulation), or a real NVDIMM region
+DAX_FILESYSTEMS = ("ext4", "xfs")
+
 
 class PmemProvider(TierProvider):
     name = "pmem"
     kinds = ("pmem", "dcpmm-fsdax", "dcpmm-devdax")
     create_help = "a DAX file system on persistent memory (memmap= emulation or an NVDIMM fsdax namespace)"
+    request_type = PmemCreate
 
     def claims(self, mount: MountEntry | None, device_name: str | None, host: Host) -> bool:
         return bool(device_name and NAME_RE.match(device_name))
@@ -212,26 +217,17 @@ class PmemProvider(TierProvider):
                 seen_devices.add(dev["chardev"])
         return out
 
-    def add_create_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--source", choices=("memmap", "nvdimm"), default="memmap",
-                            help="memmap: DRAM reserved with the memmap= kernel parameter (emulation, volatile); "
-                                 "nvdimm: a real NVDIMM/Optane DCPMM region")
-        parser.add_argument("--memmap", default="4G!12G", metavar="SIZE!OFFSET",
-                            help="memmap= value to reserve (memmap source; default 4G!12G: 4 GiB at 12 GiB); "
-                                 "the range must lie in usable RAM (see the BIOS-e820 lines in dmesg)")
-        parser.add_argument("--namespace", default="namespace0.0", help="namespace to reconfigure (memmap source)")
-        parser.add_argument("--region", default="region0", help="region to carve the namespace from (nvdimm source)")
-        parser.add_argument("--size", help="namespace size (nvdimm source; default: the whole region)")
-        parser.add_argument("--device", default="/dev/pmem0", help="the resulting block device (default /dev/pmem0)")
-        parser.add_argument("--fs", default="ext4", choices=("ext4", "xfs"), help="DAX-capable file system")
-        parser.add_argument("--mount", required=True, metavar="PATH", help="empty directory to mount it on")
-        parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
-
-    def plan_create(self, args: argparse.Namespace, host: Host) -> Plan:
+    def plan_create(self, request: PmemCreate, host: Host) -> Plan:
+        args = request
+        if args.source not in PMEM_SOURCES:
+            raise UsageError(f"persistent-memory source {args.source!r} is unknown; choose one of {', '.join(PMEM_SOURCES)}")
+        check_fs(args.fs, DAX_FILESYSTEMS, "DAX")
         if not re.match(r"^\d+[KMGT]![\dxa-fA-F]+[KMGT]?$", args.memmap):
-            raise UsageError(f"--memmap {args.memmap!r} is not SIZE!OFFSET; write it like 4G!12G")
+            raise UsageError(f"memmap reservation {args.memmap!r} is not SIZE!OFFSET; write it like 4G!12G")
         if not re.match(r"^/dev/pmem\d+(\.\d+)?$", args.device):
-            raise UsageError(f"--device {args.device!r} is not a pmem block device; write it like /dev/pmem0")
+            raise UsageError(f"device {args.device!r} is not a pmem block device; write it like /dev/pmem0")
+        if args.size_bytes is not None and args.size_bytes <= 0:
+            raise UsageError("the namespace size must be positive; give it like 16G, or none for the whole region")
         mountpoint, needs_mkdir = check_mountpoint(args.mount, host)
         device = args.device
         name = device.rsplit("/", 1)[-1]
@@ -261,14 +257,14 @@ class PmemProvider(TierProvider):
                                             "--mode=fsdax"]))
         else:
             argv = ["ndctl", "create-namespace", "--mode=fsdax", f"--region={args.region}"]
-            if args.size:
-                argv.append(f"--size={args.size}")
+            if args.size_bytes:
+                argv.append(f"--size={format_size(args.size_bytes)}")
             plan.steps.append(command_step(f"create an fsdax namespace in {args.region}", argv))
         plan.steps.append(command_step(f"make {args.fs} with 4 KiB blocks (DAX needs block size = page size)",
                                        mkfs_argv(args.fs, device, for_dax=True)))
         if needs_mkdir:
             plan.steps.append(mkdir_step(mountpoint))
-        plan.steps.append(mount_step(device, mountpoint, args.fs, ["dax"] + split_options(args.options)))
+        plan.steps.append(mount_step(device, mountpoint, args.fs, ["dax"] + list(args.options)))
         plan.steps.append(_verify_dax_step(mountpoint))
         if args.source == "memmap":
             plan.notes.append("volatile: memmap= emulation is DRAM and is lost at power-off; keep a consistent "

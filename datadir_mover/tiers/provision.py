@@ -1,6 +1,6 @@
 """Plans to create and destroy tiers; ``plan.apply_plan`` carries them out.
 
-``plan_create(kind, args)`` asks the kind's provider (registry) for its plan.
+``plan_create(request)`` asks the provider whose request type it is (registry) for its plan.
 ``plan_destroy(path)`` tears down the tier mounted at ``path``: unmount, then what
 the kind needs (zram: reset and hot_remove; md: mdadm --stop).  It refuses system
 mounts, and mounts that still hold files unless ``force`` (a tier with data on it
@@ -9,7 +9,6 @@ is not discarded by accident: move the data off first).
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 
@@ -19,17 +18,20 @@ from datadir_mover.tiers.detect import SYSTEM_PREFIXES, describe_device, describ
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.plan import Plan
 from datadir_mover.tiers.registry import creatable, provider_for_tier
+from datadir_mover.tiers.requests import CreateRequest
 from tuner.core.errors import TierError, UsageError
 
 SYSTEM_MOUNTS = frozenset({"/", "/boot", "/boot/efi", "/usr", "/var", "/home", "/etc", "/opt", "/srv", "/tmp"})
 IGNORED_ENTRIES = frozenset({"lost+found"})
 
 
-def plan_create(kind: str, args: argparse.Namespace, host: Host | None = None) -> Plan:
-    providers = creatable()
-    if kind not in providers:
-        raise TierError(f"cannot create tier kind {kind!r}; choose one of {', '.join(providers)}")
-    return providers[kind].plan_create(args, host or Host())
+def plan_create(request: CreateRequest, host: Host | None = None) -> Plan:
+    """The plan to create the tier ``request`` (a ``datadir_mover.tiers.requests`` dataclass) describes."""
+    provider = next((p for p in creatable().values() if isinstance(request, p.request_type)), None)
+    if provider is None:
+        raise TierError(f"cannot create a tier from {type(request).__name__}; "
+                        f"give one of {', '.join(p.request_type.__name__ for p in creatable().values())}")
+    return provider.plan_create(request, host or Host())
 
 
 def plan_destroy(path: str, host: Host | None = None, force: bool = False) -> Plan:

@@ -9,19 +9,19 @@ show it.  mdstat counts sizes in 1 KiB blocks; so does mdadm's "Array Size".
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import re
 import shlex
 from dataclasses import dataclass, field
 
-from datadir_mover.probe import MountEntry
-from datadir_mover.tiers.base import (FILESYSTEMS, TierProvider, check_mountpoint, mkdir_step, mkfs_argv,
-                                      mount_step, root_blocker, split_options, tool_blockers, umount_step)
+from tuner.core.probe import MountEntry
+from datadir_mover.tiers.base import (FILESYSTEMS, TierProvider, check_fs, check_mountpoint, mkdir_step, mkfs_argv,
+                                      mount_step, root_blocker, tool_blockers, umount_step)
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import RaidInfo, Tier, with_notes
 from datadir_mover.tiers.plan import Plan, Step, command_step, run_argv
+from datadir_mover.tiers.requests import RaidCreate
 from tuner.core.errors import UsageError
 from tuner.core.units import format_size, parse_size
 
@@ -30,7 +30,6 @@ LEVELS = (0, 1, 5, 6, 10)
 # fewest members per level, as the RAID paper builds them (seed 001, section 4.1: "RAID 5 should include
 # at least three devices", "RAID 6 ... at least four", "RAID 10 ... at least four devices")
 MIN_DEVICES = {0: 2, 1: 2, 5: 3, 6: 4, 10: 4}
-DEFAULT_CHUNK = "512K"  # mdadm(8): "The default when creating an array is 512KB."
 
 
 # ---- expected performance (seed 001_3c5e35f672813f81.txt, section 4.1) ------------------------
@@ -322,6 +321,7 @@ class RaidProvider(TierProvider):
     name = "raid"
     kinds = ("md-raid",)
     create_help = "an mdadm software RAID 0/1/5/6/10 array (optionally with a file system, mounted)"
+    request_type = RaidCreate
 
     def claims(self, mount: MountEntry | None, device_name: str | None, host: Host) -> bool:
         return bool(device_name and NAME_RE.match(device_name))
@@ -359,30 +359,25 @@ class RaidProvider(TierProvider):
         steps.append(command_step(f"stop the array {tier.device}", ["mdadm", "--stop", str(tier.device)]))
         return steps
 
-    def add_create_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--level", type=int, required=True, choices=LEVELS, help="RAID level")
-        parser.add_argument("--chunk", default=DEFAULT_CHUNK, help="chunk size (default 512K, mdadm's default)")
-        parser.add_argument("--devices", nargs="+", required=True, metavar="DEV", help="member block devices")
-        parser.add_argument("--name", default="innotier0", help="array name: /dev/md/NAME (default innotier0)")
-        parser.add_argument("--fs", choices=FILESYSTEMS, help="make this file system on the array (default ext4 "
-                                                              "when --mount is given)")
-        parser.add_argument("--mount", metavar="PATH", help="mount the array here (empty directory)")
-        parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
-
-    def plan_create(self, args: argparse.Namespace, host: Host) -> Plan:
+    def plan_create(self, request: RaidCreate, host: Host) -> Plan:
+        args = request
         level, devices = args.level, list(args.devices)
+        if level not in LEVELS:
+            raise UsageError(f"RAID level {level} is not supported; choose one of {', '.join(map(str, LEVELS))}")
         if len(set(devices)) != len(devices):
-            raise UsageError("--devices lists a device twice; give each member once")
+            raise UsageError("the member devices list one device twice; give each member once")
         if len(devices) < MIN_DEVICES[level]:
-            raise UsageError(f"RAID {level} needs at least {MIN_DEVICES[level]} devices, --devices gave {len(devices)}")
-        chunk = parse_size(args.chunk, "--chunk")
+            raise UsageError(f"RAID {level} needs at least {MIN_DEVICES[level]} devices, {len(devices)} given")
+        chunk = args.chunk_bytes
         if chunk < 4096 or chunk & (chunk - 1):
-            raise UsageError(f"--chunk {args.chunk} must be a power of two of at least 4K, like 64K or 512K")
+            raise UsageError(f"chunk size {format_size(chunk)} must be a power of two of at least 4K, like 64K or 512K")
         if not re.match(r"^[\w.-]+$", args.name):
-            raise UsageError(f"--name {args.name!r} may hold only letters, digits, '.', '_' and '-'")
+            raise UsageError(f"array name {args.name!r} may hold only letters, digits, '.', '_' and '-'")
         fs = args.fs or ("ext4" if args.mount else None)
         if fs and not args.mount:
-            raise UsageError("--fs needs --mount: give the directory to mount the new file system on")
+            raise UsageError("a file system needs a mount point: give the directory to mount the new file system on")
+        if fs:
+            check_fs(fs, FILESYSTEMS, "RAID")
         mountpoint, needs_mkdir = check_mountpoint(args.mount, host) if args.mount else (None, False)
         md = f"/dev/md/{args.name}"
         plan = Plan(title=f"create RAID {level} {md} from {len(devices)} devices (chunk {format_size(chunk)})")
@@ -396,7 +391,7 @@ class RaidProvider(TierProvider):
         if level != 1:
             argv.insert(4, f"--chunk={chunk // 1024}")  # KiB
         else:
-            plan.notes.append("RAID 1 has no chunk size; --chunk is not used")
+            plan.notes.append("RAID 1 has no chunk size; the chunk size is not used")
         undo = ["mdadm", "--stop", md]
         zero = ["mdadm", "--zero-superblock", *devices]
         plan.steps.append(Step(
@@ -410,7 +405,7 @@ class RaidProvider(TierProvider):
             plan.steps.append(command_step(f"make {fs} aligned to the stripe", mkfs_argv(fs, md, raid_stride=stride)))
             if needs_mkdir:
                 plan.steps.append(mkdir_step(mountpoint))
-            plan.steps.append(mount_step(md, mountpoint, fs, split_options(args.options)))
+            plan.steps.append(mount_step(md, mountpoint, fs, list(args.options)))
         plan.notes.append("the initial resync runs in the background; benchmark after /proc/mdstat shows it done")
         plan.notes.append("to assemble at boot: `mdadm --detail --scan >> /etc/mdadm/mdadm.conf && update-initramfs -u`")
         return plan

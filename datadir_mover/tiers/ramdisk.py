@@ -9,16 +9,16 @@ everything at reboot.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
-from datadir_mover.probe import MountEntry
-from datadir_mover.tiers.base import (TierProvider, check_mountpoint, check_ram_size, mkdir_step, mount_step,
-                                      root_blocker, split_options)
+from tuner.core.probe import MountEntry
+from datadir_mover.tiers.base import (TierProvider, check_fs, check_mountpoint, check_ram_size, mkdir_step, mount_step,
+                                      root_blocker)
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import Tier, with_notes
 from datadir_mover.tiers.plan import Plan
-from tuner.core.units import format_size, parse_size
+from datadir_mover.tiers.requests import RamdiskCreate
+from tuner.core.units import format_size
 
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
 
@@ -27,6 +27,7 @@ class RamdiskProvider(TierProvider):
     name = "ramdisk"
     kinds = RAM_FILESYSTEMS
     create_help = "a tmpfs or ramfs RAM disk"
+    request_type = RamdiskCreate
 
     def claims(self, mount: MountEntry | None, device_name: str | None, host: Host) -> bool:
         return mount is not None and mount.fstype in RAM_FILESYSTEMS
@@ -38,15 +39,10 @@ class RamdiskProvider(TierProvider):
             tier = with_notes(tier, "ramfs has no size limit: it grows until memory runs out and is never swapped")
         return tier
 
-    def add_create_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--fs", default="tmpfs", choices=RAM_FILESYSTEMS, help="tmpfs (default) or ramfs")
-        parser.add_argument("--size", required=True, help="size limit, e.g. 4G (ramfs cannot enforce it)")
-        parser.add_argument("--mount", required=True, metavar="PATH", help="empty directory to mount it on")
-        parser.add_argument("--mode", default="0755", help="permissions of the root directory (default 0755)")
-        parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
-
-    def plan_create(self, args: argparse.Namespace, host: Host) -> Plan:
-        size = parse_size(args.size, "--size")
+    def plan_create(self, request: RamdiskCreate, host: Host) -> Plan:
+        args = request
+        size = request.size_bytes
+        check_fs(request.fs, RAM_FILESYSTEMS, "RAM")
         check_ram_size(size, host, args.fs)
         mountpoint, needs_mkdir = check_mountpoint(args.mount, host)
         plan = Plan(title=f"create a {format_size(size)} {args.fs} tier on {mountpoint}")
@@ -60,7 +56,7 @@ class RamdiskProvider(TierProvider):
             plan.notes.append(f"ramfs ignores size=: nothing stops it growing past {format_size(size)}; "
                               "watch its usage, a full ramfs exhausts the host's memory")
             plan.notes.append("ramfs refuses O_DIRECT: InnoDB falls back to buffered I/O there")
-        plan.steps.append(mount_step(args.fs, mountpoint, args.fs, options + split_options(args.options)))
+        plan.steps.append(mount_step(args.fs, mountpoint, args.fs, options + list(args.options)))
         plan.notes.append(f"volatile: a {args.fs} tier is lost at reboot or power-off; keep a consistent copy "
                           "(`innotier persist`) of anything on it")
         return plan

@@ -3,7 +3,7 @@ device describes it, so the block provider, which claims everything, comes last.
 
 from __future__ import annotations
 
-from datadir_mover.probe import MountEntry
+from tuner.core.probe import MountEntry
 from datadir_mover.tiers import block, pmem, raid, ramdisk, zram
 from datadir_mover.tiers.base import TierProvider
 from datadir_mover.tiers.host import Host

@@ -15,21 +15,21 @@ mem_limit mem_used_max same_pages pages_compacted huge_pages huge_pages_since
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import re
 import time
 
-from datadir_mover.probe import MountEntry
-from datadir_mover.tiers.base import (FILESYSTEMS, TierProvider, check_mountpoint, check_ram_size, mkdir_step,
-                                      mkfs_argv, mount_step, root_blocker, split_options, tool_blockers,
+from tuner.core.probe import MountEntry
+from datadir_mover.tiers.base import (FILESYSTEMS, TierProvider, check_fs, check_mountpoint, check_ram_size, mkdir_step,
+                                      mkfs_argv, mount_step, root_blocker, tool_blockers,
                                       umount_step)
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import Tier, ZramInfo, with_notes
 from datadir_mover.tiers.plan import Plan, Step, command_step, write_step
+from datadir_mover.tiers.requests import ZramCreate
 from tuner.core.errors import TierError, UsageError
-from tuner.core.units import format_size, parse_size
+from tuner.core.units import format_size
 
 CONTROL = "/sys/class/zram-control"
 MM_STAT_FIELDS = ("orig_data_size", "compr_data_size", "mem_used_total", "mem_limit", "mem_used_max",
@@ -87,6 +87,7 @@ class ZramProvider(TierProvider):
     name = "zram"
     kinds = ("zram",)
     create_help = "a zram device (compressed RAM) with a real file system on it"
+    request_type = ZramCreate
 
     def claims(self, mount: MountEntry | None, device_name: str | None, host: Host) -> bool:
         return bool(device_name and NAME_RE.match(device_name))
@@ -114,16 +115,10 @@ class ZramProvider(TierProvider):
                               action=lambda state: _retry_write(f"{CONTROL}/hot_remove", number)))
         return steps
 
-    def add_create_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--size", required=True, help="uncompressed capacity (disksize), e.g. 4G")
-        parser.add_argument("--algorithm", help="compression algorithm (default: the kernel's); "
-                                                "the choices are in /sys/block/zramN/comp_algorithm")
-        parser.add_argument("--fs", default="ext4", choices=FILESYSTEMS, help="file system (default ext4)")
-        parser.add_argument("--mount", required=True, metavar="PATH", help="empty directory to mount it on")
-        parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
-
-    def plan_create(self, args: argparse.Namespace, host: Host) -> Plan:
-        size = parse_size(args.size, "--size")
+    def plan_create(self, request: ZramCreate, host: Host) -> Plan:
+        args = request
+        size = request.size_bytes
+        check_fs(request.fs, FILESYSTEMS, "zram")
         check_ram_size(size, host, "zram")
         mountpoint, needs_mkdir = check_mountpoint(args.mount, host)
         available = available_algorithms(host)
@@ -146,7 +141,7 @@ class ZramProvider(TierProvider):
                                      undo=_reset_action("zram$N"), undo_command="echo 1 > /sys/block/zram$N/reset"))
         plan.steps.append(command_step(f"make the {args.fs} file system", mkfs_argv(args.fs, "/dev/zram$N")))
         # discard lets the file system hand freed blocks back, so zram frees their memory (zram.rst)
-        options = (["discard"] if args.fs in ("ext4", "xfs", "btrfs") else []) + split_options(args.options)
+        options = (["discard"] if args.fs in ("ext4", "xfs", "btrfs") else []) + list(args.options)
         plan.steps.append(mount_step("/dev/zram$N", mountpoint, args.fs, options))
         plan.notes.append("volatile: a zram tier is lost at reboot or power-off; keep a consistent copy "
                           "(`innotier persist`) of anything on it")

@@ -1,15 +1,13 @@
 """The explicit registry of collectors: one per source, one module each.
 
-``COLLECTORS`` maps a collector's name (its ``collector`` label) to what it needs; the
-standalone exporter's ``--no-collector`` choices come from it, and ``build_sources``
-makes the ones whose source is available.
+``COLLECTOR_CLASSES`` is the one list of collector classes; each class declares its
+``name`` (the ``collector`` label), ``needs`` and ``min_version``.  ``COLLECTORS`` maps
+names to classes, and ``build_sources`` builds every collector whose needs are available.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from exporters.collectors.base import Scrape, SourceCollector
+from exporters.collectors.base import Available, Scrape, SourceCollector
 from exporters.collectors.connection import ServerConnection
 from exporters.collectors.innodb import InnodbStatusCollector
 from exporters.collectors.run_info import RunInfoCollector
@@ -17,27 +15,17 @@ from exporters.collectors.sweep import SweepCollector
 from exporters.collectors.tpcc import TpccCollector
 from exporters.collectors.tpcc_schema import TpccSchemaCollector
 from exporters.naming import COLLECTOR_NAMES
+from tuner.core.errors import UsageError
 
 
-@dataclass(frozen=True)
-class CollectorEntry:
-    cls: type[SourceCollector]
-    needs: str  # measurement, server, tpcc_database, run_state
+# The one list of collector classes; everything else (names, what each needs, the oldest server
+# it supports, its help) is read from the classes.  Order is the order of /metrics.
+COLLECTOR_CLASSES: tuple[type[SourceCollector], ...] = (
+    TpccCollector, RunInfoCollector, SweepCollector, InnodbStatusCollector, TpccSchemaCollector,
+)
+COLLECTORS: dict[str, type[SourceCollector]] = {cls.name: cls for cls in COLLECTOR_CLASSES}
 
-    @property
-    def help(self) -> str:
-        return self.cls.help
-
-
-COLLECTORS: dict[str, CollectorEntry] = {
-    "tpcc": CollectorEntry(TpccCollector, "measurement"),
-    "run_info": CollectorEntry(RunInfoCollector, "run_state"),
-    "sweep": CollectorEntry(SweepCollector, "run_state"),
-    "innodb": CollectorEntry(InnodbStatusCollector, "server"),
-    "tpcc_schema": CollectorEntry(TpccSchemaCollector, "tpcc_database"),
-}
-
-assert tuple(COLLECTORS) == COLLECTOR_NAMES, "keep exporters.naming.COLLECTOR_NAMES in step with COLLECTORS"
+assert tuple(COLLECTORS) == COLLECTOR_NAMES, "keep exporters.naming.COLLECTOR_NAMES in step with COLLECTOR_CLASSES"
 
 
 def build_sources(*, measurement=None, spec=None, state=None, driver_id: str = "0",
@@ -45,23 +33,12 @@ def build_sources(*, measurement=None, spec=None, state=None, driver_id: str = "
     """The source collectors for what is available (a Measurement, a server, run state)."""
     unknown = set(disabled) - set(COLLECTORS)
     if unknown:
-        from tuner.core.errors import UsageError
-
         raise UsageError(f"unknown collector(s) {', '.join(sorted(unknown))}; known: {', '.join(COLLECTORS)}")
-    connection = ServerConnection(spec) if spec is not None else None
-    out: list[SourceCollector] = []
-    for name, entry in COLLECTORS.items():
-        if name in disabled:
-            continue
-        if entry.needs == "measurement" and measurement is not None:
-            out.append(TpccCollector(measurement, driver_id))
-        elif entry.needs == "run_state" and state is not None:
-            out.append(entry.cls(state, driver_id))
-        elif entry.needs == "server" and connection is not None:
-            out.append(InnodbStatusCollector(connection))
-        elif entry.needs == "tpcc_database" and connection is not None and spec.database:
-            out.append(TpccSchemaCollector(connection, spec.database))
-    return out
+    available = Available(measurement=measurement, connection=ServerConnection(spec) if spec is not None else None,
+                          database=spec.database if spec is not None else None, run_state=state,
+                          driver_id=driver_id)
+    return [cls.from_available(available) for name, cls in COLLECTORS.items()
+            if name not in disabled and all(available.has(need) for need in cls.needs)]
 
 
-__all__ = ["COLLECTORS", "CollectorEntry", "Scrape", "SourceCollector", "build_sources"]
+__all__ = ["COLLECTORS", "COLLECTOR_CLASSES", "Available", "Scrape", "SourceCollector", "build_sources"]

@@ -14,7 +14,8 @@ import abc
 import logging
 import threading
 import time
-from typing import ClassVar, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -24,11 +25,39 @@ from exporters.naming import COLLECTOR_DURATION, COLLECTOR_SUCCESS
 log = logging.getLogger("innotier.exporter")
 
 
+@dataclass(frozen=True)
+class Available:
+    """What an exporter has to read from; a collector is built when all it ``needs`` is here."""
+
+    measurement: Any = None        # the run's Measurement
+    connection: Any = None         # a ServerConnection to the server under test
+    database: str | None = None    # the TPC-C schema on that server
+    run_state: Any = None          # RunState (run info, sweep progress)
+    driver_id: str = "0"
+
+    def has(self, need: str) -> bool:
+        return getattr(self, need) not in (None, "")
+
+
 class SourceCollector(abc.ABC):
-    """Reads one source.  ``name`` is the ``collector`` label; ``help`` says what it reads."""
+    """Reads one source.
+
+    Each collector declares, as class data, what the registry
+    (``exporters.collectors.COLLECTORS``) needs to know: ``name`` (the ``collector``
+    label), ``help`` (what it reads), ``needs`` (fields of ``Available`` it is built
+    from) and ``min_version`` (oldest server, per flavor, whose SQL it relies on; None
+    when it reads no server).
+    """
 
     name: ClassVar[str]
     help: ClassVar[str]
+    needs: ClassVar[tuple[str, ...]]
+    min_version: ClassVar[dict[str, str] | None]
+
+    @classmethod
+    def from_available(cls, available: Available) -> "SourceCollector":
+        """Build the collector from what ``needs`` names (all present); every registered collector has one."""
+        raise NotImplementedError(f"{cls.__name__} is in the registry but cannot be built from Available")
 
     @abc.abstractmethod
     def collect_families(self) -> Iterable[Metric]:

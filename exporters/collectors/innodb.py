@@ -19,7 +19,7 @@ from typing import Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporters.collectors.base import SourceCollector
+from exporters.collectors.base import Available, SourceCollector
 from exporters.collectors.connection import ServerConnection, text
 from exporters.naming import PREFIX
 
@@ -102,6 +102,12 @@ def families_from_status(status: dict[str, str], server: str) -> list[Metric]:
 class InnodbStatusCollector(SourceCollector):
     name = "innodb"
     help = "InnoDB counters of the server under test (SHOW GLOBAL STATUS)"
+    needs = ("connection",)
+    min_version = {"mariadb": "10.6", "mysql": "5.7"}  # the releases innotier supports (README)
+
+    @classmethod
+    def from_available(cls, available: Available) -> "InnodbStatusCollector":
+        return cls(available.connection)
 
     def __init__(self, connection: ServerConnection) -> None:
         self.connection = connection

@@ -10,7 +10,7 @@ from typing import Iterable
 
 from prometheus_client.core import InfoMetricFamily, Metric
 
-from exporters.collectors.base import SourceCollector
+from exporters.collectors.base import Available, SourceCollector
 from exporters.naming import RUN_INFO, RUN_INFO_LABELS
 from exporters.state import RunState
 
@@ -18,6 +18,12 @@ from exporters.state import RunState
 class RunInfoCollector(SourceCollector):
     name = "run_info"
     help = "What is being run: tier, placement, page size, flush method, doublewrite, clients, warehouses"
+    needs = ("run_state",)
+    min_version = None
+
+    @classmethod
+    def from_available(cls, available: Available) -> "RunInfoCollector":
+        return cls(available.run_state, available.driver_id)
 
     def __init__(self, state: RunState, driver_id: str) -> None:
         self.state = state

@@ -6,7 +6,7 @@ from typing import Iterable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from exporters.collectors.base import SourceCollector
+from exporters.collectors.base import Available, SourceCollector
 from exporters.naming import SWEEP_CELLS_DONE, SWEEP_CELLS_TOTAL, SWEEP_PHASE
 from exporters.state import RunState
 
@@ -14,6 +14,12 @@ from exporters.state import RunState
 class SweepCollector(SourceCollector):
     name = "sweep"
     help = "Sweep progress (cells done of total, current phase) from the sweep runner"
+    needs = ("run_state",)
+    min_version = None
+
+    @classmethod
+    def from_available(cls, available: Available) -> "SweepCollector":
+        return cls(available.run_state, available.driver_id)
 
     def __init__(self, state: RunState, driver_id: str) -> None:
         self.state = state

@@ -17,7 +17,7 @@ from typing import Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from exporters.collectors.base import SourceCollector
+from exporters.collectors.base import Available, SourceCollector
 from exporters.naming import (
     DURATION, GAUGE_WINDOW_SECONDS, LATENCY_BUCKETS, MEASURED_TPMC, NEW_ORDERS, RUN_PHASE, TPM, TPMC, TRANSACTIONS,
 )
@@ -30,6 +30,12 @@ PHASES = ("warmup", "measure", "done")
 class TpccCollector(SourceCollector):
     name = "tpcc"
     help = "TPC-C transactions, New-Orders and latency of the run (the driver's Measurement)"
+    needs = ("measurement",)
+    min_version = None
+
+    @classmethod
+    def from_available(cls, available: Available) -> "TpccCollector":
+        return cls(available.measurement, available.driver_id)
 
     def __init__(self, measurement: Measurement, driver_id: str, window: float = GAUGE_WINDOW_SECONDS) -> None:
         self.driver_id = driver_id

@@ -14,7 +14,7 @@ from typing import Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporters.collectors.base import SourceCollector
+from exporters.collectors.base import Available, SourceCollector
 from exporters.collectors.connection import ServerConnection
 from exporters.naming import DISTRICT_ORDERS, GAUGE_WINDOW_SECONDS, NOPM
 from exporters.window import SlidingRate
@@ -26,6 +26,12 @@ ORDERS_SQL = "SELECT COALESCE(SUM(d_next_o_id) - COUNT(*), 0) FROM {database}.di
 class TpccSchemaCollector(SourceCollector):
     name = "tpcc_schema"
     help = "Orders committed in the TPC-C schema (SUM(district.d_next_o_id)): server-side NOPM"
+    needs = ("connection", "database")
+    min_version = {"mariadb": "10.6", "mysql": "5.7"}  # the releases innotier supports (README)
+
+    @classmethod
+    def from_available(cls, available: Available) -> "TpccSchemaCollector":
+        return cls(available.connection, available.database)
 
     def __init__(self, connection: ServerConnection, database: str, window: float = GAUGE_WINDOW_SECONDS) -> None:
         if not database.replace("_", "").isalnum():

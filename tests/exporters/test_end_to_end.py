@@ -26,6 +26,7 @@ from exporters.dashboard_panels import DASHBOARDS
 from exporters.live import start_live_exporter
 from exporters.textfile import write_textfile
 from tuner.core.measure import Measurement
+from tuner.core.phases import SweepPhase
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_SECONDS = 20.0
@@ -101,9 +102,9 @@ def test_dashboards_against_real_prometheus(tpcc_w1, start_prometheus, mysqld_ex
         prom.wait_up(list(jobs))
 
         start = time.time()
-        live.set_progress(0, 1, "run")
+        live.set_progress(0, 1, SweepPhase.MEASURE)
         result = run_tpcc(spec, measurement)
-        live.set_progress(1, 1, "done")
+        live.set_progress(1, 1, SweepPhase.BETWEEN_CELLS)
         time.sleep(4)  # a few more scrapes after the run
         end = time.time()
 

@@ -19,6 +19,7 @@ from exporters.textfile import write_textfile
 from tuner.core.errors import UsageError
 from tuner.core.measure import Measurement
 from tuner.core.server import ConnectionSpec
+from tuner.core.phases import SweepPhase
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -82,7 +83,7 @@ def test_live_exporter_serves_measurement_info_and_progress():
         [info] = [dict(l) for (n, l) in s if n == "innotier_run_info"]
         assert info["tier"] == "tmpfs" and info["clients"] == "4" and info["driver_id"] == "3"
         handle.set_info({"tier": "zram", "clients": 8})
-        handle.set_progress(2, 5, "run")
+        handle.set_progress(2, 5, SweepPhase.MEASURE)
         s = fetch(handle.url)
         [info] = [dict(l) for (n, l) in s if n == "innotier_run_info"]
         assert info["tier"] == "zram"

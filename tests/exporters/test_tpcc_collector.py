@@ -14,6 +14,7 @@ from exporters.naming import LATENCY_BUCKETS, sanitize_info
 from exporters.state import RunState
 from exporters.window import SlidingRate
 from tuner.core.measure import Measurement
+from tuner.core.phases import SweepPhase
 
 
 def scrape(*sources: SourceCollector) -> dict[tuple[str, tuple], float]:
@@ -143,13 +144,13 @@ def test_run_info_bounded_and_without_secrets():
 def test_run_info_replaced_and_sweep_progress():
     state = RunState({"tier": "ram"})
     state.set_info({"tier": "zram"})
-    state.set_progress(3, 12, "run")
+    state.set_progress(3, 12, SweepPhase.MEASURE)
     s = scrape(RunInfoCollector(state, "0"), SweepCollector(state, "0"))
     tiers = [dict(l)["tier"] for (n, l) in s if n == "innotier_run_info"]
     assert tiers == ["zram"]
     assert sample(s, "innotier_sweep_cells_total", driver_id="0") == 12
     assert sample(s, "innotier_sweep_cells_done", driver_id="0") == 3
-    assert sample(s, "innotier_sweep_phase", driver_id="0", phase="run") == 1
+    assert sample(s, "innotier_sweep_phase", driver_id="0", phase="measure") == 1
 
 
 class Broken(SourceCollector):

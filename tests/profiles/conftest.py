@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from datadir_mover.probe import MountEntry
+from tuner.core.probe import MountEntry
 
 HERE = Path(__file__).resolve().parent
 SMALL_POOL = "64M"

@@ -86,7 +86,7 @@ def test_page_size_mismatch_points_to_sandbox_create(page_sandboxes):
 
 def test_tmpfs_accepts_o_direct_on_this_kernel(tmp_path):
     """Probed, not assumed: on Linux >= 6.6 tmpfs takes O_DIRECT, so no finding (ramfs never does)."""
-    from datadir_mover.probe import mount_of, probe_o_direct
+    from tuner.core.probe import mount_of, probe_o_direct
 
     shm = "/dev/shm"
     if mount_of(shm).fstype != "tmpfs":

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from datadir_mover.probe import read_mounts
+from tuner.core.probe import read_mounts
 
 
 @pytest.fixture(scope="session")

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from datadir_mover.probe import mount_of, read_mounts
+from tuner.core.probe import mount_of, read_mounts
 from datadir_mover.tiers.detect import detect_tiers, tier_for_path
 from datadir_mover.tiers.plan import apply_plan
 from datadir_mover.tiers.provision import plan_create, plan_destroy
+from datadir_mover.tiers_cli import request_from_args
 from tuner.cli import build_parser
 
 pytestmark = pytest.mark.root
@@ -30,7 +31,7 @@ def _mounted(path) -> list:
 def _create(made_tiers, *argv):
     args = build_parser().parse_args(["tiers", "create", *argv])
     made_tiers.append(args.mount)
-    apply_plan(plan_create(args.kind, args))
+    apply_plan(plan_create(request_from_args(args)))
     return args.mount
 
 

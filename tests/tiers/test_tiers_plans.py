@@ -7,16 +7,17 @@ import os
 
 import pytest
 
-from datadir_mover.probe import read_mounts
+from tuner.core.probe import read_mounts
 from datadir_mover.tiers.fio import BenchSpec, job_file
 from datadir_mover.tiers.provision import plan_create, plan_destroy
+from datadir_mover.tiers_cli import request_from_args
 from tuner.cli import build_parser
 from tuner.core.errors import UsageError
 
 
 def _plan(*argv: str):
     args = build_parser().parse_args(["tiers", "create", *argv])
-    return plan_create(args.kind, args)
+    return plan_create(request_from_args(args))
 
 
 def _mounts() -> set:

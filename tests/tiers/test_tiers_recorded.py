@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from datadir_mover.probe import parse_mount_command_output, parse_mounts
+from tuner.core.probe import parse_mount_command_output, parse_mounts
 from datadir_mover.tiers.detect import detect_tiers
 from datadir_mover.tiers.host import RecordedRunner
 from datadir_mover.tiers.pmem import parse_daxctl_devices, parse_ndctl_namespaces

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import importlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from tuner.core.errors import UsageError
+from tuner.core.errors import CliWiringError, UsageError
+from tuner.core.sandbox import Sandbox
+from tuner.core.server import ConnectionSpec
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -28,10 +31,21 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--database", metavar="DB", default=None, help="schema to use (default: tpcc for workload commands)")
 
 
-def connection_from_args(args: argparse.Namespace, database: str | None = None):
-    from tuner.core.server import ConnectionSpec
-
-    return ConnectionSpec.from_args(args, database=database)
+def connection_from_args(args: Any, database: str | None = None) -> ConnectionSpec:
+    """The server the --sandbox / --socket / --host --port / --defaults-file options name."""
+    sandbox = getattr(args, "sandbox", None)
+    socket = getattr(args, "socket", None)
+    host = getattr(args, "host", None)
+    port = getattr(args, "port", None)
+    db = getattr(args, "database", None) or database
+    if sandbox and (socket or host or port):
+        raise UsageError("give either --sandbox or --socket/--host/--port, not both")
+    if sandbox:
+        spec = Sandbox.load(sandbox).connection_spec()
+        spec.database = db
+        return spec
+    return ConnectionSpec.from_options(socket=socket, host=host, port=port,
+                                       defaults_file=getattr(args, "defaults_file", None), database=db)
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -82,14 +96,18 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str | Non
 
 
 def register_modules(sub, module_names) -> None:
-    """Let each named module add its sub-commands (``module.register(sub)``); a module not built is skipped."""
-    import importlib
+    """Let each named module add its sub-commands (``module.register(sub)``).
 
+    A module that fails to import, or has no ``register``, stops start-up with an
+    error naming it: a broken or renamed CLI module must not vanish from --help.
+    """
     for name in module_names:
         try:
             module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
+        except Exception as exc:
+            raise CliWiringError(f"CLI module {name} failed to import ({type(exc).__name__}: {exc}); "
+                                 "fix it or remove it from tuner.cli.REGISTRARS") from exc
+        if not callable(getattr(module, "register", None)):
+            raise CliWiringError(f"CLI module {name} has no register(sub) function; "
+                                 "add one or remove it from tuner.cli.REGISTRARS")
         module.register(sub)

@@ -64,3 +64,9 @@ class ToolMissing(InnotierError):
     """An external tool is not installed."""
 
     exit_code = 10
+
+
+class CliWiringError(InnotierError):
+    """A CLI module listed for start-up could not be wired in (import failed, no register())."""
+
+    exit_code = 70  # EX_SOFTWARE: the installation is broken, not the user's input

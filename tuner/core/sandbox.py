@@ -36,7 +36,7 @@ from typing import Any
 from tuner.core.durable import write_atomic, write_json_atomic
 from tuner.core.paths import innotier_home, sandboxes_dir
 from tuner.core.errors import SandboxError, ToolMissing, UsageError
-from tuner.core.server import ConnectionSpec, Flavor, Version, flavor_from_version
+from tuner.core.server import ConnectionSpec, Flavor, Version, flavor_from_version, read_defaults_file
 from tuner.core.units import PAGE_SIZES, parse_page_size
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -267,8 +267,6 @@ class Sandbox:
         write_atomic(self.cnf, self.render_cnf(), mode=0o644)
 
     def connection_spec(self, database: str | None = None) -> ConnectionSpec:
-        from tuner.core.server import read_defaults_file
-
         password = None
         if self.client_cnf.exists():
             password = read_defaults_file(self.client_cnf).get("password") or None

@@ -18,12 +18,12 @@ import dataclasses
 import enum
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from tuner.core.errors import ServerError, UsageError
+from tuner.core.optionfile import private_option_file
 
 
 class Flavor(str, enum.Enum):
@@ -99,21 +99,10 @@ class ConnectionSpec:
     defaults_file: str | None = None
 
     @classmethod
-    def from_args(cls, args: Any, database: str | None = None) -> "ConnectionSpec":
-        sandbox = getattr(args, "sandbox", None)
-        socket = getattr(args, "socket", None)
-        host = getattr(args, "host", None)
-        port = getattr(args, "port", None)
-        defaults_file = getattr(args, "defaults_file", None)
-        db = getattr(args, "database", None) or database
-        if sandbox and (socket or host or port):
-            raise UsageError("give either --sandbox or --socket/--host/--port, not both")
-        if sandbox:
-            from tuner.core.sandbox import Sandbox
-
-            spec = Sandbox.load(sandbox).connection_spec()
-            spec.database = db
-            return spec
+    def from_options(cls, socket: str | None = None, host: str | None = None, port: int | None = None,
+                     defaults_file: str | None = None, database: str | None = None) -> "ConnectionSpec":
+        """A spec for a server named by socket or host/port; user and password come from the
+        defaults file's [client] section or INNOTIER_USER / INNOTIER_PASSWORD / MYSQL_PWD."""
         opts = read_defaults_file(defaults_file) if defaults_file else {}
         spec = cls(
             socket=socket or (opts.get("socket") if not (host or port) else None),
@@ -121,7 +110,7 @@ class ConnectionSpec:
             port=port or (int(opts["port"]) if opts.get("port") else None),
             user=os.environ.get("INNOTIER_USER") or opts.get("user") or "root",
             password=os.environ.get("INNOTIER_PASSWORD") or opts.get("password") or os.environ.get("MYSQL_PWD"),
-            database=db,
+            database=database,
             defaults_file=defaults_file,
         )
         if not (spec.socket or spec.host or spec.port):
@@ -166,22 +155,15 @@ class ConnectionSpec:
         External tools (mariadb, mariadb-backup, pt-*, peers) get credentials from
         this file via --defaults-file, never from their command line.
         """
-        fd, path = tempfile.mkstemp(prefix="innotier-client-", suffix=".cnf")
-        try:
-            os.fchmod(fd, 0o600)
-            lines = ["[client]", f"user={self.user}"]
-            if self.password:
-                lines.append(f"password={self.password}")
-            if self.socket:
-                lines.append(f"socket={self.socket}")
-            else:
-                lines += [f"host={self.host or '127.0.0.1'}", f"port={self.port or 3306}", "protocol=tcp"]
-            os.write(fd, ("\n".join(lines) + "\n").encode())
-            os.close(fd)
+        lines = ["[client]", f"user={self.user}"]
+        if self.password:
+            lines.append(f"password={self.password}")
+        if self.socket:
+            lines.append(f"socket={self.socket}")
+        else:
+            lines += [f"host={self.host or '127.0.0.1'}", f"port={self.port or 3306}", "protocol=tcp"]
+        with private_option_file(lines, prefix="innotier-client-") as path:
             yield path
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
 
     def with_database(self, database: str | None) -> "ConnectionSpec":
         return dataclasses.replace(self, database=database)

@@ -62,3 +62,15 @@ def parse_page_size(text: str | int) -> int:
     if n not in PAGE_SIZES:
         raise UsageError(f"page size {text!r} is not valid; InnoDB accepts 4k, 8k, 16k, 32k or 64k")
     return n
+
+
+def format_duration(seconds: float, compact: bool = False) -> str:
+    """Whole seconds for people: "42 s", "3 min 05 s", "2 h 07 min"; ``compact`` gives "42s", "3m05s", "2h07m"."""
+    s = int(round(seconds))
+    sec, minute, hour = ("s", "m", "h") if compact else (" s", " min", " h")
+    sep = "" if compact else " "
+    if s < 60:
+        return f"{s}{sec}"
+    if s < 3600:
+        return f"{s // 60}{minute}{sep}{s % 60:02d}{sec}"
+    return f"{s // 3600}{hour}{sep}{(s % 3600) // 60:02d}{minute}"

@@ -2,7 +2,7 @@
 
 Loading TPC-C data for every cell would dominate a sweep.  A golden copy is made once per
 ``GoldenKey`` -- flavor, server version, page size, warehouses, the options fixed when a datadir is
-initialized (plan.INIT_OPTIONS) and a digest of the loader's code -- and lives in
+initialized (INIT_OPTIONS) and a digest of the loader's code -- and lives in
 ``$INNOTIER_HOME/golden/<id>/``::
 
     golden.json     the key, sizes, timings; written last: its presence marks the copy complete
@@ -36,7 +36,19 @@ from typing import Any, Callable
 
 from tuner.core.durable import fsync_dir, write_atomic, write_json_atomic
 from tuner.core.errors import InnotierError, SweepError
-from tuner.core.sandbox import Sandbox, SandboxState, ServerBinaries, innotier_home
+from tuner.core.paths import innotier_home
+from tuner.core.sandbox import Sandbox, SandboxState, ServerBinaries
+from tuner.tpcc.loader import LOADER_VERSION, load
+from datadir_mover.move.copy import Manifest, copy_tree, verify_tree, walk
+from tuner.core import sandbox as sbx
+
+# Options fixed when the datadir is initialized (beyond innodb_page_size, which is its own axis):
+# a golden copy is made per distinct value.  innodb_data_file_path (files can only be appended),
+# innodb_checksum_algorithm (page format), lower_case_table_names (MySQL 8.0: initialize only),
+# innodb_undo_tablespaces (fixed at initialize in older servers), default character set (the schema's).
+# Sources: ../shared/research/anchors-and-server-facts.md section 2.1.
+INIT_OPTIONS = ("innodb_undo_tablespaces", "innodb_data_file_path", "innodb_checksum_algorithm",
+                "lower_case_table_names", "character_set_server", "collation_server")
 
 TPCC_DATABASE = "tpcc"
 # options used only while loading the golden copy (a slow shutdown follows, so the datadir is
@@ -58,8 +70,6 @@ def _loader_digest() -> str:
     ``tuner.tpcc.loader.LOADER_VERSION`` is the loader's promise that data loaded by two versions with
     the same number is interchangeable; a new number makes every golden copy stale (a new key).
     """
-    from tuner.tpcc.loader import LOADER_VERSION
-
     return f"loader-{LOADER_VERSION}"
 
 
@@ -87,8 +97,6 @@ class GoldenKey:
 
 
 def key_for(spec, cell, bins: ServerBinaries) -> GoldenKey:
-    from tuner.sweep.plan import INIT_OPTIONS
-
     opts = cell.settings.get("options") or {}
     init = tuple(sorted((k, str(v)) for k, v in opts.items() if k in INIT_OPTIONS))
     return GoldenKey(flavor=bins.flavor.value, version=str(bins.version), page_size=cell.settings["page_size"],
@@ -138,10 +146,6 @@ def _sandbox_name(key: GoldenKey) -> str:
 
 
 def build(key: GoldenKey, bins: ServerBinaries, load_buffer_pool: str, progress: Progress | None) -> dict[str, Any]:
-    from datadir_mover.move.copy import Manifest, copy_tree, walk
-    from tuner.core import sandbox as sbx
-    from tuner.tpcc.loader import load
-
     say = progress or (lambda _m: None)
     timings: dict[str, float] = {}
     name = _sandbox_name(key)
@@ -198,8 +202,6 @@ def build(key: GoldenKey, bins: ServerBinaries, load_buffer_pool: str, progress:
 
 def _discard_sandbox(name: str) -> None:
     """Remove a scratch sandbox (loading or cell): it holds nothing a verified copy does not."""
-    from tuner.core import sandbox as sbx
-
     if not (sbx.sandboxes_dir() / name / "sandbox.json").is_file():
         leftover = sbx.sandboxes_dir() / name
         if leftover.exists():
@@ -217,15 +219,11 @@ def _discard_sandbox(name: str) -> None:
 
 
 def load_manifest(key: GoldenKey):
-    from datadir_mover.move.copy import Manifest
-
     return Manifest.from_dict(json.loads((key.dir / "manifest.json").read_text()))
 
 
 def clone(key: GoldenKey, target: Path) -> dict[str, Any]:
     """Copy the golden datadir to ``target`` (must not exist) and verify every file against the manifest."""
-    from datadir_mover.move.copy import Manifest, verify_tree
-
     if not is_present(key):
         raise SweepError(f"golden copy {key.id} is missing; `innotier sweep run` builds it")
     if target.exists() and any(target.iterdir()):
@@ -267,8 +265,6 @@ def clone(key: GoldenKey, target: Path) -> dict[str, Any]:
 
 def adopt_sandbox(name: str, key: GoldenKey, datadir: Path, bins: ServerBinaries, port: int | None = None) -> Sandbox:
     """Make a sandbox around a cloned datadir: no initialization, the golden copy's credentials."""
-    from tuner.core import sandbox as sbx
-
     if (sbx.sandboxes_dir() / name / "sandbox.json").exists():
         raise SweepError(f"sandbox {name} already exists; the runner removes a cell's leftovers before cloning")
     return sbx.adopt(name, datadir, key.dir / "client.cnf", key.page_size, bins, port=port)

@@ -18,7 +18,6 @@ journal or roll back.  The originals in the clone are removed only after the cop
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -27,15 +26,24 @@ from typing import Any, Callable
 
 from tuner.core.durable import write_atomic
 from tuner.core.errors import InnotierError, SweepError
-from tuner.core.sandbox import Sandbox, innotier_home
+from tuner.core.paths import innotier_home
+from tuner.core.sandbox import Sandbox
 from tuner.sweep.spec import DEFAULT_PLACEMENT, TierSpec
+from datadir_mover.tiers.detect import tier_for_path
+from datadir_mover.tiers.host import Host
+from datadir_mover.tiers.registry import provider_for_tier
+from datadir_mover.tiers.base import split_options
+from datadir_mover.tiers.plan import Plan, apply_plan
+from datadir_mover.tiers.provision import plan_create
+from datadir_mover.tiers.requests import RamdiskCreate, ZramCreate
+from datadir_mover.move import components, placement as placement_file
+from datadir_mover.move.copy import copy_tree, walk
+from tuner.core.server import model_from_variables
 
 PLACEMENT_DROPIN = "50-innotier-placement.cnf"
 
 
 def _tier_facts(path: str) -> dict[str, Any]:
-    from datadir_mover.tiers.detect import tier_for_path
-
     try:
         return tier_for_path(path).to_dict()
     except InnotierError as exc:
@@ -128,23 +136,15 @@ def tier_mountpoint(run_id: str, tier: str) -> Path:
 
 def _create_plan(t: TierSpec, mountpoint: Path):
     """The tiers code's own creation plan for a tmpfs/ramfs/zram tier (side-effect free)."""
-    from datadir_mover.tiers.host import Host
-    from datadir_mover.tiers.registry import provider_named
-
-    from tuner.core.units import format_size
-
+    options = tuple(split_options(t.mount_options))
     if t.kind in ("tmpfs", "ramfs"):
-        provider = provider_named("ramdisk")
-        args = argparse.Namespace(fs=t.kind, size=format_size(t.size or 0), mount=str(mountpoint), mode="0755",
-                                  options=t.mount_options)
+        request = RamdiskCreate(size_bytes=t.size or 0, mount=str(mountpoint), fs=t.kind, options=options)
     elif t.kind == "zram":
-        provider = provider_named("zram")
-        args = argparse.Namespace(size=format_size(t.size or 0), algorithm=None, fs=t.fs or "ext4",
-                                  mount=str(mountpoint), options=t.mount_options)
+        request = ZramCreate(size_bytes=t.size or 0, mount=str(mountpoint), fs=t.fs or "ext4", options=options)
     else:
         raise SweepError(f"tier {t.name}: kind {t.kind} cannot be created by a sweep")
     try:
-        return provider.plan_create(args, Host())
+        return plan_create(request, Host())
     except InnotierError as exc:
         raise SweepError(f"tier {t.name}: {exc}") from None
 
@@ -159,8 +159,6 @@ def provision_blocker(t: TierSpec, run_id: str) -> str | None:
 
 
 def _create_tier(t: TierSpec, mountpoint: Path, echo: Callable[[str], None]) -> None:
-    from datadir_mover.tiers.plan import apply_plan
-
     plan = _create_plan(t, mountpoint)
     try:
         apply_plan(plan, echo=None)
@@ -170,15 +168,10 @@ def _create_tier(t: TierSpec, mountpoint: Path, echo: Callable[[str], None]) -> 
 
 def destroy_tier(mountpoint: Path, echo: Callable[[str], None] | None = None) -> None:
     """Unmount (and for zram reset and remove) a tier this sweep created, with the tiers code's own steps."""
-    from datadir_mover.tiers.detect import tier_for_path
-    from datadir_mover.tiers.host import Host
-    from datadir_mover.tiers.plan import Plan, apply_plan
-
     host = Host()
     tier = tier_for_path(str(mountpoint))
     if os.path.realpath(tier.mountpoint or "") != os.path.realpath(mountpoint):
         return  # not mounted any more
-    from datadir_mover.tiers.registry import provider_for_tier
 
     provider = provider_for_tier(tier)
     plan = Plan(title=f"destroy the tier on {mountpoint}", steps=provider.destroy_steps(tier, host))
@@ -211,11 +204,6 @@ def place_components(sb: Sandbox, placement: dict[str, str], session: TierSessio
 
     Returns {component: {"tier", "dir", "files", "bytes"}} and writes the placement drop-in.
     """
-    from datadir_mover.move import components
-    from datadir_mover.move import placement as placement_file
-    from datadir_mover.move.copy import copy_tree, walk
-    from tuner.core.server import model_from_variables
-
     base_tier = placement[DEFAULT_PLACEMENT]
     moves = {c: t for c, t in placement.items() if c != DEFAULT_PLACEMENT and t != base_tier}
     if not moves:

@@ -24,7 +24,16 @@ from typing import Any
 from tuner.core.errors import InnotierError, SweepError
 from tuner.core.server import Flavor, Version, has_doublewrite_files
 from tuner.sweep.spec import DEFAULT_PLACEMENT, SETTINGS, SweepSpec, TierSpec, config_label, normalize_placement
-from tuner.core.units import format_size, human_size, parse_page_size, parse_size
+from tuner.core.units import format_duration, format_size, human_size, parse_page_size, parse_size
+from datadir_mover.tiers.detect import tier_for_path
+from tuner.core.paths import innotier_home
+from tuner.sweep.placement import provision_blocker
+from datadir_mover.tiers.host import Host
+from datadir_mover.tiers.provision import plan_create
+from datadir_mover.tiers.requests import RaidCreate
+from tuner.core.sandbox import find_binaries
+from tuner.sweep import golden as golden_mod
+from tuner.sweep.profile_bridge import lint_cell_options
 
 DEFAULTS = {"page_size": "16k", "clients": 8}
 
@@ -33,13 +42,6 @@ LOCATION_OPTIONS = {
     "datadir": "datadir", "innodb_data_home_dir": "ibdata", "innodb_log_group_home_dir": "redo",
     "innodb_undo_directory": "undo", "innodb_doublewrite_dir": "doublewrite", "tmpdir": "tmpdir",
 }
-# Options fixed when the datadir is initialized (beyond innodb_page_size, which is its own axis):
-# a golden copy is made per distinct value.  innodb_data_file_path (files can only be appended),
-# innodb_checksum_algorithm (page format), lower_case_table_names (MySQL 8.0: initialize only),
-# innodb_undo_tablespaces (fixed at initialize in older servers), default character set (the schema's).
-# Sources: ../shared/research/anchors-and-server-facts.md section 2.1.
-INIT_OPTIONS = ("innodb_undo_tablespaces", "innodb_data_file_path", "innodb_checksum_algorithm",
-                "lower_case_table_names", "character_set_server", "collation_server")
 
 # Estimates (refined from measured cells while a sweep runs)
 # measured golden copies, MariaDB 10.11, 16k pages: W=2 442 MiB, W=4 634 MiB
@@ -212,8 +214,6 @@ def _existing_ancestor(path: Path) -> Path:
 
 
 def _facts_for(path: str) -> dict[str, Any]:
-    from datadir_mover.tiers.detect import tier_for_path
-
     try:
         return tier_for_path(path).to_dict()
     except InnotierError as exc:
@@ -222,8 +222,6 @@ def _facts_for(path: str) -> dict[str, Any]:
 
 def check_tier(t: TierSpec, need_bytes: int, run_id: str = "plan") -> TierCheck:
     """Plan-time facts about a tier; raises SweepError for a tier that can never work as written."""
-    from tuner.core.paths import innotier_home
-
     if t.kind in ("home", "path"):
         path = Path(t.path) if t.kind == "path" else innotier_home()
         if t.kind == "path":
@@ -247,7 +245,6 @@ def check_tier(t: TierSpec, need_bytes: int, run_id: str = "plan") -> TierCheck:
                          f"{human_size(need_bytes)}); give size: {format_size(_round_up(need_bytes))} or more")
     if t.kind == "md":
         return TierCheck(t.name, t, False, reason=_md_unavailable_reason(t))
-    from tuner.sweep.placement import provision_blocker
 
     blocker = provision_blocker(t, run_id)  # the tiers code's own checks: root, zram module, mkfs, memory
     if blocker:
@@ -257,18 +254,12 @@ def check_tier(t: TierSpec, need_bytes: int, run_id: str = "plan") -> TierCheck:
 
 def _md_unavailable_reason(t: TierSpec) -> str:
     """Why a sweep cannot use an md RAID tier here: the tiers code's own blockers when devices are named."""
-    import argparse
-
     fix = ("create the array with `innotier tiers create raid` on a host that has the devices, mount it, and give "
            "the mount as a path tier")
     if t.device_paths:
-        from datadir_mover.tiers.host import Host
-        from datadir_mover.tiers.registry import provider_named
-
-        args = argparse.Namespace(level=int(t.level or 0), chunk="512K", devices=list(t.device_paths),
-                                  name="innotier-sweep", fs=None, mount=None, options=None)
+        request = RaidCreate(level=int(t.level or 0), devices=tuple(t.device_paths), name="innotier-sweep")
         try:
-            blockers = provider_named("raid").plan_create(args, Host()).blockers
+            blockers = plan_create(request, Host()).blockers
         except InnotierError as exc:
             blockers = [str(exc)]
         if blockers:
@@ -339,9 +330,6 @@ def golden_seconds(spec: SweepSpec, datadir_bytes: int) -> float:
 
 def make_plan(spec: SweepSpec, *, check_tiers: bool = True) -> Plan:
     """Validate everything and return the plan; raises SweepError naming the first problem."""
-    from tuner.core.sandbox import find_binaries
-    from tuner.sweep import golden as golden_mod
-
     try:
         bins = find_binaries(spec.basedir)
     except InnotierError as exc:
@@ -439,15 +427,11 @@ def validate_cell(c: Cell, flavor: Flavor, version: Version) -> None:
 
 def lint_cell(spec: SweepSpec, c: Cell, flavor: Flavor, version: Version, paths: list[str] | None = None) -> list[str]:
     """Lint the cell's options with the profile linter; errors raise, warnings are returned."""
-    from tuner.sweep.profile_bridge import lint_cell_options
-
     return lint_cell_options(spec, c, flavor, version, paths)
 
 
 def _lint_path(t: TierSpec) -> str | None:
     """An existing directory of the tier for the linter's probes (provisioned tiers do not exist yet)."""
-    from tuner.core.paths import innotier_home
-
     if t.kind == "path":
         return t.path
     if t.kind == "home":
@@ -457,15 +441,6 @@ def _lint_path(t: TierSpec) -> str | None:
 
 # ---------------------------------------------------------------------------
 # Printing
-
-
-def format_seconds(s: float) -> str:
-    s = int(round(s))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
 
 
 def _common_settings(cells: list[Cell]) -> dict[str, str]:
@@ -519,7 +494,7 @@ def print_plan(plan: Plan) -> None:
             con.print(f"lint: {n}")
     for wmsg in plan.warnings:
         con.print(f"[yellow]warning:[/yellow] {wmsg}")
-    con.print(f"estimated time: {format_seconds(plan.estimate_seconds)} "
+    con.print(f"estimated time: {format_duration(plan.estimate_seconds)} "
               f"(datadir about {human_size(plan.datadir_bytes)} per cell)")
     if plan.refusal:
         con.print(f"[red]sweep run will refuse:[/red] {plan.refusal}")

@@ -13,6 +13,10 @@ from typing import Any
 
 from tuner.core.errors import InnotierError, SweepError
 from tuner.core.server import Flavor, Version
+from profiles.model import FIELD_OPTIONS, load_profile, profile_from_mapping
+from profiles.lint import lint_options
+from profiles.render import render_options
+from profiles.apply import apply_profile_to_sandbox
 
 # spec setting -> profile field
 FIELDS = {"page_size": "page_size", "flush_method": "flush_method", "doublewrite": "doublewrite",
@@ -25,7 +29,6 @@ OPTION_SETTINGS = {"flush_log_at_trx_commit": "innodb_flush_log_at_trx_commit", 
 def _base_mapping(spec) -> dict[str, Any]:
     if not spec.profile:
         return {}
-    from profiles.model import load_profile
 
     try:
         base = load_profile(spec.profile)
@@ -43,8 +46,6 @@ def _base_mapping(spec) -> dict[str, Any]:
 
 def cell_profile(spec, cell) -> Any:
     """The cell's profile (validated by the profiles code; errors name the cell)."""
-    from profiles.model import FIELD_OPTIONS, profile_from_mapping
-
     d = _base_mapping(spec)
     d["name"] = f"sweep-{spec.name.lower()}-{cell.config_key}"[:63]
     d["description"] = f"sweep {spec.name}, cell {cell.label}"
@@ -80,9 +81,6 @@ def lint_cell_options(spec, cell, flavor: Flavor, version: Version, tier_paths: 
 
     ``tier_paths``: existing directories the cell's files go to, so the linter can probe them (O_DIRECT).
     """
-    from profiles.lint import lint_options
-    from profiles.render import render_options
-
     profile = cell_profile(spec, cell)
     try:
         rendered = render_options(profile, flavor, version)
@@ -103,8 +101,6 @@ def lint_cell_options(spec, cell, flavor: Flavor, version: Version, tier_paths: 
 
 def apply_cell_profile(sb, spec, cell) -> str:
     """Write the cell's profile into the sandbox's conf.d; returns the rendered option text."""
-    from profiles.apply import apply_profile_to_sandbox
-
     profile = cell_profile(spec, cell)
     try:
         apply_profile_to_sandbox(sb, profile)

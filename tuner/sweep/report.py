@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from tuner.core.errors import SweepError
-from tuner.sweep.analysis import Config, configs_from, recommend, tier_comparison
+from tuner.sweep.analysis import Config, configs_from, label_of, recommend, tier_comparison
 from tuner.sweep.results import ResultsStore
 from tuner.sweep.stats import compare
+from tuner.sweep.spec import placement_label
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -84,8 +85,6 @@ def _yerr(cs: list[Config]) -> list[list[float]]:
 
 
 def _rest_label(cfg: Config, drop: tuple[str, ...]) -> str:
-    from tuner.sweep.analysis import label_of
-
     return label_of({k: v for k, v in cfg.varying.items() if k not in drop}) if any(
         k not in drop for k in cfg.varying) else "all"
 
@@ -176,7 +175,6 @@ def fig_consistency(configs: list[Config], axes: dict[str, Any]) -> Figure | Non
 def fig_placement(configs: list[Config], axes: dict[str, Any]) -> Figure | None:
     if "placement" not in axes:
         return None
-    from tuner.sweep.spec import placement_label
 
     fig = _grouped_bars([c for c in configs if c.summary], lambda c: _rest_label(c, ("placement",)),
                         lambda c: placement_label(c.settings["placement"]), "tpmC")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tuner.core.errors import SweepError
+from tuner.core.paths import innotier_home
 
 SCHEMA_VERSION = 1
 
@@ -122,7 +123,6 @@ def default_results_path() -> Path:
     env = os.environ.get("INNOTIER_RESULTS")
     if env:
         return Path(env).expanduser()
-    from tuner.core.paths import innotier_home
 
     return innotier_home() / "results.db"
 

@@ -29,17 +29,25 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tuner import __version__
+from tuner.core.units import format_duration
 from tuner.core.errors import InnotierError, SweepError
-from tuner.core.sandbox import ServerBinaries, innotier_home
-from tuner.core.server import ConnectionSpec
+from tuner.core.paths import innotier_home
+from tuner.core.sandbox import ServerBinaries, find_binaries
+from tuner.core.server import ConnectionSpec, fetch_variables
 from tuner.sweep import golden as golden_mod
-from tuner.sweep.placement import TierSession, cell_dir, clear_cell_dirs, place_components
-from tuner.sweep.plan import Cell, Plan, cell_seconds, format_seconds, golden_seconds
+from tuner.sweep.placement import TierSession, _tier_facts, cell_dir, clear_cell_dirs, place_components
+from tuner.sweep.plan import Cell, Plan, cell_seconds, golden_seconds
 from tuner.sweep.results import CellRecord, ResultsStore
 from tuner.sweep.spec import placement_label
+from tuner.core.measure import Measurement
+from tuner.sweep.profile_bridge import apply_cell_profile
+from tuner.tpcc.check import run_checks
+from tuner.tpcc.config import RunConfig
+from tuner.tpcc import driver as tpcc_driver
+from tuner.tpcc import adapters
+from tuner.core.cliutil import to_jsonable
+from tuner.core.phases import SweepPhase
 
-PHASES = ("prepare", "golden", "clone", "place", "configure", "start", "warmup", "measure", "check", "collect",
-          "stop", "record")
 SQL_VERSION = "SELECT VERSION()"
 
 
@@ -76,7 +84,7 @@ class Progress:
         self.echo = echo
         self.i = 0
         self.label = ""
-        self.phase = ""
+        self.phase: SweepPhase | None = None
         self.left = 0.0
         self._live = None
         self._progress = None
@@ -89,11 +97,11 @@ class Progress:
             self._task = self._progress.add_task("", total=total, left="")
             self._progress.start()
 
-    def update(self, i: int, label: str, phase: str, seconds_left: float, completed: int | None = None) -> None:
+    def update(self, i: int, label: str, phase: SweepPhase, seconds_left: float, completed: int | None = None) -> None:
         changed = (i, label, phase) != (self.i, self.label, self.phase)
         self.i, self.label, self.phase, self.left = i, label, phase, seconds_left
         text = f"cell {i}/{self.total} {label}: {phase}"
-        left = f"about {format_seconds(seconds_left)} left"
+        left = f"about {format_duration(seconds_left)} left"
         if self._progress is not None:
             self._progress.update(self._task, description=text, left=left,
                                   completed=completed if completed is not None else max(i - 1, 0))
@@ -199,7 +207,7 @@ class Runner:
                 store.record_cell(rec)
                 self.done += rec.status == "ok"
                 if self.exporter is not None:
-                    self.exporter.set_progress(self.done, len(plan.cells), "between cells")
+                    self.exporter.set_progress(self.done, len(plan.cells), SweepPhase.BETWEEN_CELLS)
                 summary.ran += 1
                 if rec.status != "ok":
                     summary.failed.append(f"{c.label} (repeat {c.repeat}): {rec.failure}")
@@ -226,10 +234,9 @@ class Runner:
     # -- exporter ------------------------------------------------------------
 
     def _start_exporter(self, summary: RunSummary) -> None:
+        from exporters.live import start_live_exporter  # deferred: prometheus_client, ~40 ms of start-up
         if not self.opts.listen:
             return
-        from exporters.live import start_live_exporter
-        from tuner.core.measure import Measurement
 
         info = {"sweep": self.spec.name, "driver": self.spec.workload.driver, "mode": self.spec.workload.mode,
                 "warehouses": self.spec.workload.warehouses, "flavor": self.plan.flavor.value,
@@ -267,11 +274,11 @@ class Runner:
     def _run_cell(self, cell: Cell, tiers: TierSession, progress: Progress, todo: list[Cell]) -> CellRecord:
         started_wall = time.time()
         started = time.monotonic()
-        phases: dict[str, float] = {}
-        state: dict[str, Any] = {"phase": "prepare", "t": started}
+        phases: dict[SweepPhase, float] = {}
+        state: dict[str, Any] = {"phase": SweepPhase.PREPARE, "t": started}
         label = f"{cell.label} r{cell.repeat}"
 
-        def phase(name: str) -> None:
+        def phase(name: SweepPhase) -> None:
             now = time.monotonic()
             prev = state["phase"]
             phases[prev] = round(phases.get(prev, 0.0) + now - state["t"], 3)
@@ -286,38 +293,36 @@ class Runner:
         sb = None
         ticker = None
         try:
-            phase("prepare")
+            phase(SweepPhase.PREPARE)
             golden_mod.discard_cell_sandbox(self.sandbox_name)  # an earlier, interrupted attempt
             clear_cell_dirs(tiers, self.sandbox_name)
             key = golden_mod.key_for(self.spec, cell, self.bins)
             if not golden_mod.is_present(key):
-                phase("golden")
+                phase(SweepPhase.GOLDEN)
             rec.golden = golden_mod.ensure(key, self.bins, progress=lambda m: self.echo(m))
-            phase("clone")
+            phase(SweepPhase.CLONE)
             datadir = cell_dir(tiers, cell.datadir_tier, self.sandbox_name) / "data"
             clone_info = golden_mod.clone(key, datadir)
             rec.golden = {**rec.golden, "clone": clone_info}
             sb = golden_mod.adopt_sandbox(self.sandbox_name, key, datadir, self.bins)
-            phase("place")
+            phase(SweepPhase.PLACE)
             placed = place_components(sb, cell.placement, tiers, cell.settings.get("options"))
-            phase("configure")
-            from tuner.sweep.profile_bridge import apply_cell_profile
+            phase(SweepPhase.CONFIGURE)
 
             apply_cell_profile(sb, self.spec, cell)
             rec.option_file = option_files_text(sb)
             rec.tiers = {"placement": cell.placement, "placed": placed,
                          "facts": {t: tiers.facts(t) for t in cell.tiers_used},
                          "datadir": _facts_for_path(sb.datadir)}
-            phase("start")
+            phase(SweepPhase.START)
             sb.start()
             spec = sb.connection_spec(golden_mod.TPCC_DATABASE)
             self._point_exporter_at(sb, cell)
-            from tuner.core.measure import Measurement
 
             measurement = Measurement()
             if self.exporter is not None:
                 self.exporter.set_measurement(measurement)
-            phase("warmup")
+            phase(SweepPhase.WARMUP)
             ticker = _PhaseTicker(measurement, lambda p: phase(p), float(self.spec.workload.warmup))
             ticker.start()
             result = self._drive(spec, cell, measurement)
@@ -326,15 +331,14 @@ class Runner:
             rec.result = result.to_dict()
             if not result.complete or result.failure:
                 raise SweepError(f"the TPC-C run did not complete: {result.failure or 'incomplete'}")
-            phase("check")
-            from tuner.tpcc.check import run_checks
+            phase(SweepPhase.CHECK)
 
             report = run_checks(spec, golden_mod.TPCC_DATABASE)
             rec.check_ok = bool(report.ok)
             rec.check = _as_dict(report)
-            phase("collect")
+            phase(SweepPhase.COLLECT)
             self._collect(sb, rec)
-            phase("stop")
+            phase(SweepPhase.STOP)
             sb.stop("clean")
             if not rec.check_ok:
                 rec.status, rec.failure = "failed", "TPC-C consistency checks failed after the run"
@@ -348,26 +352,21 @@ class Runner:
         finally:
             if ticker is not None:
                 ticker.stop()
-        phase("record")
+        phase(SweepPhase.RECORD)
         self._cleanup_cell(tiers)
         rec.phases = phases
         rec.finished_at = time.time()
         if rec.status == "ok":
-            self.measured.append(time.monotonic() - started - phases.get("golden", 0.0))
+            self.measured.append(time.monotonic() - started - phases.get(SweepPhase.GOLDEN, 0.0))
         return rec
 
     def _drive(self, spec: ConnectionSpec, cell: Cell, measurement):
-        from tuner.tpcc.config import RunConfig
-
         w = self.spec.workload
         cfg = RunConfig(clients=int(cell.settings["clients"]), warmup=w.warmup, duration=w.duration, mode=w.mode,
                         interval=w.interval, warehouses=w.warehouses, database=golden_mod.TPCC_DATABASE,
                         driver=w.driver, tool_path=w.tool_path, labels=self._labels(cell)).validate()
         if w.driver == "builtin":
-            from tuner.tpcc.driver import run
-
-            return run(spec, cfg, measurement=measurement)
-        from tuner.tpcc import adapters
+            return tpcc_driver.run(spec, cfg, measurement=measurement)
 
         return adapters.get(w.driver).run(spec, cfg)
 
@@ -390,8 +389,6 @@ class Runner:
             self.exporter.set_info(info)
 
     def _collect(self, sb, rec: CellRecord) -> None:
-        from tuner.core.server import fetch_variables
-
         conn = sb.connection_spec().connect()
         try:
             rec.variables = fetch_variables(conn)
@@ -414,17 +411,16 @@ class Runner:
 class _PhaseTicker(threading.Thread):
     """Reports warmup -> measure when the driver's Measurement switches phase."""
 
-    def __init__(self, measurement, on_phase: Callable[[str], None], warmup: float) -> None:
+    def __init__(self, measurement, on_phase: Callable[[SweepPhase], None], warmup: float) -> None:
         super().__init__(daemon=True, name="innotier-sweep-phase")
         self.m = measurement
         self.on_phase = on_phase
         self._stop_evt = threading.Event()
 
     def run(self) -> None:
-        seen = "warmup"
+        seen = SweepPhase.WARMUP
         while not self._stop_evt.wait(0.5):
-            p = getattr(self.m, "phase", seen)
-            p = {"measure": "measure", "warmup": "warmup"}.get(p)
+            p = {"measure": SweepPhase.MEASURE, "warmup": SweepPhase.WARMUP}.get(getattr(self.m, "phase", seen))
             if p and p != seen:
                 seen = p
                 self.on_phase(p)
@@ -436,22 +432,17 @@ class _PhaseTicker(threading.Thread):
 
 
 def _install_db(plan: Plan) -> str | None:
-    from tuner.core.sandbox import find_binaries
-
     return find_binaries(plan.spec.basedir).install_db
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
     if hasattr(obj, "to_dict"):
         return obj.to_dict()
-    from tuner.core.cliutil import to_jsonable
 
     return to_jsonable(obj) if not isinstance(obj, dict) else obj
 
 
 def _facts_for_path(path: str) -> dict[str, Any]:
-    from tuner.sweep.placement import _tier_facts
-
     return _tier_facts(path)
 
 

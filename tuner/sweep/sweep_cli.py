@@ -10,7 +10,15 @@ import signal
 import sys
 from pathlib import Path
 
+from tuner.core.units import format_duration
 from tuner.core.errors import SweepError
+from tuner.core.cliutil import print_json, print_table, to_jsonable
+from tuner.sweep.plan import make_plan, print_plan
+from tuner.sweep.spec import SPECS_DIR, TierSpec, load_spec
+from tuner.sweep.runner import Runner, RunnerOptions
+from tuner.sweep.report import build_report
+from tuner.sweep.results import ResultsStore
+from tuner.core.paths import innotier_home
 
 DEFAULT_LISTEN = "127.0.0.1:9623"
 
@@ -89,10 +97,6 @@ def _metrics_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_plan(args) -> int:
-    from tuner.core.cliutil import print_json
-    from tuner.sweep.plan import make_plan, print_plan
-    from tuner.sweep.spec import load_spec
-
     plan = make_plan(load_spec(args.spec))
     if args.json:
         print_json(plan.to_dict())
@@ -109,8 +113,6 @@ def _sigterm_as_interrupt() -> None:
 
 
 def _run_plan(plan, args, echo=print):
-    from tuner.sweep.runner import Runner, RunnerOptions
-
     listen = None if args.no_metrics else args.metrics_listen
     opts = RunnerOptions(results=args.results, listen=listen, pt_summary=not getattr(args, "no_pt_summary", False),
                          echo=echo)
@@ -119,17 +121,13 @@ def _run_plan(plan, args, echo=print):
 
 
 def cmd_run(args) -> int:
-    from tuner.core.cliutil import print_json
-    from tuner.sweep.plan import format_seconds, make_plan, print_plan
-    from tuner.sweep.spec import load_spec
-
     plan = make_plan(load_spec(args.spec))
     if args.dry_run:
         print_plan(plan)
         return 0
     if plan.refusal:
         raise SweepError(f"sweep {plan.spec.name} cannot run on this machine: {plan.refusal}")
-    print(f"sweep {plan.spec.name}: {len(plan.cells)} cell runs, estimated {format_seconds(plan.estimate_seconds)}; "
+    print(f"sweep {plan.spec.name}: {len(plan.cells)} cell runs, estimated {format_duration(plan.estimate_seconds)}; "
           f"results in run {plan.run_id}")
     summary = _run_plan(plan, args, echo=(lambda m: print(m, file=sys.stderr)) if args.json else print)
     out = {"run_id": summary.run_id, "total": summary.total, "already_finished": summary.skipped_finished,
@@ -142,32 +140,25 @@ def cmd_run(args) -> int:
         print_json(out)
     else:
         print(f"run {summary.run_id}: {summary.ran} cell runs now, {summary.skipped_finished} finished earlier, "
-              f"{len(summary.failed)} failed, {format_seconds(summary.seconds)}; results in {summary.results}")
+              f"{len(summary.failed)} failed, {format_duration(summary.seconds)}; results in {summary.results}")
         if args.report:
             print(f"report: {out['report']}")
     return 1 if summary.failed else 0
 
 
 def _write_report(run: str, out_dir: str, results: str | None):
-    from tuner.sweep.report import build_report
-    from tuner.sweep.results import ResultsStore
-
     with ResultsStore(results, create=False) as store:
         return build_report(store, run, out_dir)
 
 
 def _run_ref(text: str) -> str:
     """A spec file/name becomes its run id; anything else is a run id (or prefix)."""
-    from tuner.sweep.spec import SPECS_DIR, load_spec
-
     if Path(text).is_file() or (SPECS_DIR / f"{text}.yaml").is_file():
         return load_spec(text).run_id
     return text
 
 
 def cmd_report(args) -> int:
-    from tuner.core.cliutil import print_json
-
     rep = _write_report(_run_ref(args.run), args.output, args.results)
     if args.json:
         print_json({"run_id": rep.run_id, "html": str(rep.html), "markdown": str(rep.markdown),
@@ -184,9 +175,6 @@ def cmd_report(args) -> int:
 
 def cmd_results_list(args) -> int:
     import time
-
-    from tuner.core.cliutil import print_json, print_table
-    from tuner.sweep.results import ResultsStore
 
     with ResultsStore(args.results, create=False) as store:
         runs = store.list_runs()
@@ -205,9 +193,6 @@ def cmd_results_list(args) -> int:
 
 
 def cmd_results_show(args) -> int:
-    from tuner.core.cliutil import print_json, print_table
-    from tuner.sweep.results import ResultsStore
-
     with ResultsStore(args.results, create=False) as store:
         run_id = store.resolve_run_id(_run_ref(args.run))
         if args.cell:
@@ -254,9 +239,6 @@ def _print_cell(d: dict) -> None:
 
 
 def cmd_results_export(args) -> int:
-    from tuner.core.cliutil import to_jsonable
-    from tuner.sweep.results import ResultsStore
-
     with ResultsStore(args.results, create=False) as store:
         run_id = store.resolve_run_id(_run_ref(args.run))
         rows = list(store.iter_export_rows(run_id))
@@ -287,8 +269,6 @@ def demo_spec():
     (the tmpfs every Linux has) stands in as an existing-path tier; zram is optional (root only)."""
     import dataclasses
 
-    from tuner.sweep.spec import TierSpec, load_spec
-
     spec = load_spec("demo")
     notes = []
     if os.geteuid() != 0 and "tmpfs" in spec.tiers and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
@@ -302,8 +282,6 @@ def demo_spec():
 def cmd_demo(args) -> int:
     import time
 
-    from tuner.sweep.plan import format_seconds, make_plan, print_plan
-
     t0 = time.monotonic()
     spec, notes = demo_spec()
     for n in notes:
@@ -313,12 +291,11 @@ def cmd_demo(args) -> int:
     if args.dry_run:
         return 0
     summary = _run_plan(plan, args)
-    from tuner.core.paths import innotier_home
 
     out_dir = args.output or str(innotier_home() / "reports" / summary.run_id)
     rep = _write_report(summary.run_id, out_dir, args.results)
     print()
-    print(f"demo finished in {format_seconds(time.monotonic() - t0)}: {summary.ran} cell runs now "
+    print(f"demo finished in {format_duration(time.monotonic() - t0)}: {summary.ran} cell runs now "
           f"({summary.skipped_finished} finished earlier), {len(summary.failed)} failed")
     print(f"report: {rep.html}")
     print(f"        {rep.markdown}")

@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 from tuner.core.errors import ServerError, UsageError, WorkloadError
 from tuner.core.measure import Measurement, RunResult
-from tuner.tpcc import delivery, mix, new_order, order_status, payment, schema, stock_level
+from tuner.tpcc import delivery, mix, new_order, order_status, payment, procedures, schema, stock_level
 from tuner.tpcc.config import RunConfig
 from tuner.tpcc.session import Rollback, Session, classify
 from tuner.tpcc.terminal import RunConstants, Terminal
@@ -534,8 +534,6 @@ def run(spec, cfg: RunConfig, measurement: Measurement | None = None,
     if on_plan:
         on_plan(plan)
     if plan.mode == "procedures":
-        from tuner.tpcc import procedures
-
         conn = spec.connect()
         try:
             procedures.install(conn, plan.database)

@@ -48,6 +48,7 @@ from tuner.core.errors import InnotierError, UsageError, WorkloadError
 from tuner.core.server import ConnectionSpec
 from tuner.tpcc import schema
 from tuner.tpcc.rand import A_C_LAST, ALPHANUMERIC, SYLLABLES, make_constants
+from tuner.tpcc.check import run_checks
 
 LOADER_VERSION = "1"
 POOL_BYTES = 4 * 1024 * 1024  # random alphanumerics; windows of it are the a-strings
@@ -569,8 +570,6 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", jobs: in
 
 
 def _verify(spec, admin, plan: LoadPlan, constants, table_seconds, t0) -> LoadResult:
-    from tuner.tpcc.check import run_checks
-
     t_verify = time.monotonic()
     counts = count_rows(admin, plan.database)
     problems = verify_counts(admin, plan.database, plan.warehouses, counts)

@@ -26,6 +26,7 @@ state, the warehouse count and the NURand C constants used at load time
 from __future__ import annotations
 
 from typing import Any
+from tuner.tpcc.rand import make_constants
 
 # ---------------------------------------------------------------------------
 # Cardinalities (clause 1.2.1 / 4.3.3.1); the driver imports these.
@@ -331,8 +332,6 @@ def warehouse_count(conn, database: str) -> int:
 
 def run_constants(conn, database: str, seed: int | None = None):
     """NURand constants for a run on this schema, with C_LAST's C-Run valid for its C-Load (clause 2.1.6.1)."""
-    from tuner.tpcc.rand import make_constants
-
     meta = read_meta(conn, database)
     c_load = int(meta["c_load_c_last"]) if meta.get("c_load_c_last", "").isdigit() else None
     return make_constants(seed=seed, c_load=c_load)

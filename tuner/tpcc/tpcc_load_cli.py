@@ -6,6 +6,8 @@ import argparse
 
 from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
 from tuner.core.errors import UsageError
+from tuner.tpcc import loader
+from tuner.tpcc.check import run_checks
 
 DEFAULT_DATABASE = "tpcc"
 
@@ -38,8 +40,6 @@ def register(s) -> None:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    from tuner.tpcc import loader
-
     database = args.database or DEFAULT_DATABASE
     warehouses, jobs = loader.validate(args.warehouses, args.jobs, database)  # before touching the server
     spec = connection_from_args(args)
@@ -63,8 +63,6 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from tuner.tpcc.check import run_checks
-
     if args.limit < 1:
         raise UsageError(f"--limit {args.limit} is not valid; give 1 or more")
     database = args.database or DEFAULT_DATABASE

@@ -6,10 +6,12 @@ import argparse
 import sys
 from typing import Any
 
-from tuner.core.cliutil import add_connection_args, connection_from_args, print_json
+from tuner.core.cliutil import add_connection_args, connection_from_args, parse_key_values, print_json
 from tuner.core.errors import UsageError
-from tuner.core.measure import OPS
+from tuner.core.measure import Measurement, OPS
 from tuner.tpcc.config import MODES, RunConfig
+from tuner.tpcc import adapters, driver
+from tuner.core.durable import write_json_atomic
 
 DRIVERS = ("builtin", "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc")
 
@@ -43,8 +45,6 @@ def register(sub) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    from tuner.core.cliutil import parse_key_values
-
     cfg = RunConfig(clients=args.clients, warmup=args.warmup, duration=args.duration, mode=args.mode,
                     interval=args.interval, warehouses=args.warehouses, database=args.database or "tpcc",
                     keying_and_think=args.keying_and_think, driver=args.driver, tool_path=args.tool_path,
@@ -60,8 +60,6 @@ def handle(args: argparse.Namespace) -> int:
     exporter = None
     measurement = None
     if cfg.driver == "builtin":
-        from tuner.core.measure import Measurement
-
         measurement = Measurement()
     if args.metrics_listen:
         exporter = _start_exporter(measurement, args.metrics_listen, cfg, spec)
@@ -69,15 +67,11 @@ def handle(args: argparse.Namespace) -> int:
         if cfg.driver == "builtin":
             result = _run_builtin(spec, cfg, measurement, quiet=args.json)
         else:
-            from tuner.tpcc import adapters
-
             result = adapters.get(cfg.driver).run(spec, cfg)
     finally:
         if exporter is not None:
             exporter.stop()
     if args.output:
-        from tuner.core.durable import write_json_atomic
-
         write_json_atomic(args.output, result.to_dict())
     if args.json:
         print_json(result.to_dict())
@@ -90,11 +84,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _start_exporter(measurement, listen: str, cfg: RunConfig, spec):
-    try:
-        from exporters.live import start_live_exporter
-    except ImportError as exc:
-        raise UsageError(f"--metrics-listen needs the exporters package, which cannot be imported ({exc}); "
-                         "reinstall innotier or run without --metrics-listen") from None
+    from exporters.live import start_live_exporter  # deferred: prometheus_client, ~40 ms of start-up
     run_info = {"driver": cfg.driver, "mode": cfg.mode, "clients": str(cfg.clients),
                 "warehouses": str(cfg.warehouses or ""), **cfg.labels}
     return start_live_exporter(measurement, listen, run_info, spec)
@@ -103,8 +93,6 @@ def _start_exporter(measurement, listen: str, cfg: RunConfig, spec):
 def _run_builtin(spec, cfg: RunConfig, measurement, quiet: bool):
     from rich.console import Console
     from rich.live import Live
-
-    from tuner.tpcc import driver
 
     console = Console(stderr=True)
     state: dict[str, Any] = {"last": None}

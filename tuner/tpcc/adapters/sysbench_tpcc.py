@@ -29,11 +29,11 @@ import contextlib
 import math
 import os
 import re
-import tempfile
 import time
 
 from tuner.core.errors import ToolMissing, UsageError
 from tuner.core.measure import RunResult
+from tuner.core.optionfile import private_option_file
 from tuner.core.server import ConnectionSpec
 from tuner.tpcc.adapters import _common as common
 from tuner.tpcc.config import RunConfig
@@ -188,17 +188,10 @@ def _find_script(tool_path: str | None) -> str:
 @contextlib.contextmanager
 def _config_file(account: common.BenchAccount, database: str):
     """sysbench --config-file with the connection options (0600, removed afterwards)."""
-    fd, path = tempfile.mkstemp(prefix="innotier-sysbench-", suffix=".cfg")
-    try:
-        os.fchmod(fd, 0o600)
-        lines = ["db-driver=mysql", f"mysql-host={account.endpoint.host}", f"mysql-port={account.endpoint.port}",
-                 f"mysql-user={account.user}", f"mysql-password={account.password}", f"mysql-db={database}"]
-        os.write(fd, ("\n".join(lines) + "\n").encode())
-        os.close(fd)
+    lines = ["db-driver=mysql", f"mysql-host={account.endpoint.host}", f"mysql-port={account.endpoint.port}",
+             f"mysql-user={account.user}", f"mysql-password={account.password}", f"mysql-db={database}"]
+    with private_option_file(lines, prefix="innotier-sysbench-", suffix=".cfg") as path:
         yield path
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
 
 
 def _argv(script: str, config: str, warehouses: int, threads: int, *rest: str) -> list[str]:

@@ -1,0 +1,55 @@
+"""Typed requests to create a tier: one frozen dataclass per kind.
+
+The CLI (``datadir_mover/tiers_cli.py``) maps its flags to these; the sweep builds
+them directly.  Sizes are bytes.  The providers validate them with domain words
+(``datadir_mover/tiers/<kind>.py``: ``plan_create(request, host)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ZramCreate:
+    size_bytes: int                  # uncompressed capacity (disksize)
+    mount: str                       # empty directory to mount it on
+    fs: str = "ext4"
+    algorithm: str | None = None     # None: the kernel's default
+    options: tuple[str, ...] = ()    # extra mount options
+
+
+@dataclass(frozen=True)
+class RamdiskCreate:
+    size_bytes: int                  # size limit (ramfs cannot enforce it)
+    mount: str
+    fs: str = "tmpfs"                # tmpfs or ramfs
+    mode: str = "0755"               # permissions of the root directory
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PmemCreate:
+    mount: str
+    source: str = "memmap"           # memmap (DRAM emulation) or nvdimm
+    memmap: str = "4G!12G"           # memmap= reservation SIZE!OFFSET (memmap source)
+    namespace: str = "namespace0.0"  # namespace to reconfigure (memmap source)
+    region: str = "region0"          # region to carve the namespace from (nvdimm source)
+    size_bytes: int | None = None    # namespace size (nvdimm source; None: the whole region)
+    device: str = "/dev/pmem0"       # the resulting block device
+    fs: str = "ext4"
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RaidCreate:
+    level: int
+    devices: tuple[str, ...]         # member block devices
+    chunk_bytes: int = 512 * 1024    # mdadm(8): "The default when creating an array is 512KB."
+    name: str = "innotier0"          # the array is /dev/md/NAME
+    fs: str | None = None            # None: ext4 when a mount point is given, else no file system
+    mount: str | None = None
+    options: tuple[str, ...] = ()
+
+
+CreateRequest = ZramCreate | RamdiskCreate | PmemCreate | RaidCreate

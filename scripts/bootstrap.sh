@@ -14,6 +14,7 @@ APT_PACKAGES=(
   apparmor systemd
   e2fsprogs xfsprogs btrfs-progs f2fs-tools util-linux kmod
   python3 python3-venv python3-pip
+  debootstrap zstd   # server trees of MySQL 9.7 / MariaDB 11.8 from Debian sid/trixie (innotier server install)
 )
 
 missing=()

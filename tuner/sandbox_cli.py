@@ -23,6 +23,9 @@ def register(sub) -> None:
     c.add_argument("--option", action="append", metavar="KEY=VALUE", help="extra [mysqld] option (repeatable)")
     c.add_argument("--profile", help="a profile name or YAML file to apply (see `innotier profile list`)")
     c.add_argument("--basedir", help="server installation to use (default: binaries on PATH)")
+    c.add_argument("--server", metavar="NAME",
+                   help="an installed server distribution (mysql-9.7, mariadb-11.8, mariadb-10.11; "
+                        "see `innotier server list`)")
     c.add_argument("--start", action="store_true", help="start it after creating")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_create)
@@ -71,7 +74,7 @@ def cmd_create(args) -> int:
             args.page_size = profile.page_size
     args.page_size = args.page_size or "16k"
     sb = sbx.create(args.name, page_size=args.page_size, datadir=args.datadir, port=args.port,
-                    options=options, basedir=args.basedir)
+                    options=options, basedir=args.basedir, server=args.server)
     if profile is not None:
         apply_profile_to_sandbox(sb, profile)
     created = time.monotonic() - t0

@@ -37,6 +37,7 @@ from tuner.core.durable import write_atomic, write_json_atomic
 from tuner.core.paths import innotier_home, sandboxes_dir
 from tuner.core.errors import SandboxError, ToolMissing, UsageError
 from tuner.core.server import ConnectionSpec, Flavor, Version, flavor_from_version, read_defaults_file
+from tuner.core.servers import tree as server_trees
 from tuner.core.units import PAGE_SIZES, parse_page_size
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -69,10 +70,21 @@ class ServerBinaries:
     version: Version
     version_string: str
     basedir: str | None = None
+    server: str | None = None  # an installed server distribution (`innotier server install`), e.g. mysql-9.7
 
     @property
     def series(self) -> str:
         return f"{self.flavor.value}-{self.version.series}"
+
+
+def binaries_for_server(name: str) -> ServerBinaries:
+    """The binaries of an installed server distribution, verified against its manifest."""
+    srv = server_trees.installed(name)
+    install_db = None
+    if srv.flavor == Flavor.MARIADB and srv.dist.kind == "host":
+        install_db = _which(("mariadb-install-db", "mysql_install_db"), ["/usr/bin"])
+    return ServerBinaries(mysqld=srv.binary, install_db=install_db, flavor=srv.flavor, version=srv.version,
+                          version_string=srv.manifest.version_string, server=srv.dist.name)
 
 
 def _which(names: tuple[str, ...], dirs: list[str]) -> str | None:
@@ -173,6 +185,7 @@ class Sandbox:
     basedir: str | None = None
     created_at: float = 0.0
     needs_bootstrap: bool = True  # root password not set yet (first start sets it)
+    server: str | None = None  # installed server distribution it runs (None: the host's binaries / --basedir)
 
     # -- persistence -------------------------------------------------------
 
@@ -247,6 +260,9 @@ class Sandbox:
         else:
             opts["skip_log_bin"] = ""
             opts["mysqlx"] = "OFF"
+            opts["secure_file_priv"] = str(self.tmpdir)  # the default /var/lib/mysql-files stops the server
+        if self.server:
+            opts.update(self.installed_server().server_options())
         if os.geteuid() == 0:
             opts["user"] = "root"
         opts.update(self.options)
@@ -281,6 +297,13 @@ class Sandbox:
 
     # -- process -----------------------------------------------------------
 
+    def installed_server(self, verify: bool = False) -> "server_trees.InstalledServer":
+        return server_trees.installed(self.server, verify=verify)
+
+    def launcher(self, verify: bool = False) -> list[str]:
+        """The command prefix that runs the server binary (a tree's loader; empty for host binaries)."""
+        return self.installed_server(verify).launcher() if self.server else []
+
     def _read_pid(self) -> int | None:
         try:
             return int(self.pid_file.read_text().strip())
@@ -294,8 +317,8 @@ class Sandbox:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except (FileNotFoundError, PermissionError, ProcessLookupError):
             return False
-        if exe not in ("mariadbd", "mysqld"):
-            return False
+        if exe not in ("mariadbd", "mysqld") and not (exe.startswith("ld-linux") and self.mysqld.encode() in cmdline):
+            return False  # a tree's server runs through the tree's loader: the binary is an argument
         return f"--defaults-file={self.cnf}".encode() in cmdline
 
     def running_pid(self) -> int | None:
@@ -337,7 +360,7 @@ class Sandbox:
         self.tmpdir.mkdir(parents=True, exist_ok=True)
         log_offset = self.error_log.stat().st_size if self.error_log.exists() else 0
         t0 = time.monotonic()
-        cmd = [self.mysqld, f"--defaults-file={self.cnf}"] + list(extra_args or [])
+        cmd = self.launcher(verify=True) + [self.mysqld, f"--defaults-file={self.cnf}"] + list(extra_args or [])
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.dir)
         deadline = t0 + timeout
@@ -408,14 +431,20 @@ class Sandbox:
             raise SandboxError(f"sandbox {self.name} is not running")
         fast_shutdown, sig = STOP_MODES[mode]
         t0 = time.monotonic()
+        asked = False
         if fast_shutdown is not None:
             try:
                 conn = self.connection_spec().connect(connection_timeout=5)
-                conn.cursor().execute(f"SET GLOBAL innodb_fast_shutdown = {fast_shutdown}")
+                cur = conn.cursor()
+                cur.execute(f"SET GLOBAL innodb_fast_shutdown = {fast_shutdown}")
+                if self.flavor != Flavor.MARIADB:
+                    cur.execute("SHUTDOWN")  # MySQL's own way (Debian's host mysqladmin cannot stop 9.x)
+                    asked = True
                 conn.close()
             except Exception:
                 pass  # SIGTERM still gives a clean (fast) shutdown
-        os.kill(pid, sig)
+        if not asked:
+            os.kill(pid, sig)
         deadline = t0 + timeout
         while time.monotonic() < deadline:
             if not self._pid_alive(pid):
@@ -495,7 +524,7 @@ def _socket_path(sandbox_dir: Path, name: str) -> str:
 
 def create(name: str, page_size: str | int = "16k", datadir: str | None = None, port: int | None = None,
            options: dict[str, str] | None = None, basedir: str | None = None,
-           binaries: ServerBinaries | None = None) -> Sandbox:
+           binaries: ServerBinaries | None = None, server: str | None = None) -> Sandbox:
     """Validate everything first, then initialize a new datadir with the page size fixed at init."""
     validate_name(name)
     page = parse_page_size(page_size)
@@ -513,14 +542,16 @@ def create(name: str, page_size: str | int = "16k", datadir: str | None = None, 
             raise SandboxError(f"datadir {data} belongs to sandbox {other.name}; give another --datadir")
     if data.exists() and any(data.iterdir()):
         raise SandboxError(f"datadir {data} is not empty; give an empty or new directory")
-    bins = binaries or find_binaries(basedir)
+    if server and basedir:
+        raise UsageError("give either --server or --basedir, not both")
+    bins = binaries or (binaries_for_server(server) if server else find_binaries(basedir))
     port = port or free_port()
     sb_dir.mkdir(parents=True, exist_ok=True)
     try:
         sb = Sandbox(name=name, dir=str(sb_dir), datadir=str(data), port=port, socket=_socket_path(sb_dir, name),
                      mysqld=bins.mysqld, install_db=bins.install_db, flavor=bins.flavor, version=str(bins.version),
                      version_string=bins.version_string, page_size=page, options=dict(options or {}),
-                     basedir=basedir, created_at=time.time())
+                     basedir=basedir, created_at=time.time(), server=bins.server)
         sb.write_cnf()
         sb.tmpdir.mkdir(exist_ok=True)
         data.mkdir(parents=True, exist_ok=True)
@@ -537,7 +568,10 @@ def create(name: str, page_size: str | int = "16k", datadir: str | None = None, 
 
 
 def _initialize(sb: Sandbox, bins: ServerBinaries) -> None:
-    if bins.flavor == Flavor.MARIADB:
+    stdin = None
+    if bins.flavor == Flavor.MARIADB and bins.server and not bins.install_db:
+        cmd, stdin = _mariadb_tree_bootstrap(sb, bins)
+    elif bins.flavor == Flavor.MARIADB:
         cmd = [bins.install_db, f"--defaults-file={sb.cnf}", "--auth-root-authentication-method=normal",
                "--skip-test-db"]
         if bins.basedir:
@@ -545,8 +579,10 @@ def _initialize(sb: Sandbox, bins: ServerBinaries) -> None:
         if os.geteuid() == 0:
             cmd.append("--user=root")
     else:
-        cmd = [bins.mysqld, f"--defaults-file={sb.cnf}", "--initialize-insecure"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        cmd = sb.launcher() + [bins.mysqld, f"--defaults-file={sb.cnf}", "--initialize-insecure"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, input=stdin)
+    if out.returncode == 0 and stdin is not None:
+        write_atomic(Path(sb.datadir) / "mariadb_upgrade_info", f"{bins.version}-MariaDB")
     if out.returncode != 0:
         detail = [ln for ln in (out.stderr + out.stdout).splitlines() if "ERROR" in ln or "error" in ln]
         msg = (detail[-1] if detail else (out.stderr or out.stdout).strip().splitlines()[-1:] or ["?"])
@@ -555,10 +591,32 @@ def _initialize(sb: Sandbox, bins: ServerBinaries) -> None:
                            f"check the options given with --option")
 
 
+# What mariadb-install-db feeds to `mariadbd --bootstrap`, in its order (root gets a normal password account).
+MARIADB_BOOTSTRAP_SQL = ("mariadb_system_tables.sql", "mariadb_performance_tables.sql",
+                         "mariadb_system_tables_data.sql", "fill_help_tables.sql",
+                         "maria_add_gis_sp_bootstrap.sql", "mariadb_sys_schema.sql")
+
+
+def _mariadb_tree_bootstrap(sb: Sandbox, bins: ServerBinaries) -> tuple[list[str], str]:
+    """mariadb-install-db's work for a tree's server: its shell script cannot run the tree's helper binaries
+    (they need the tree's loader), so its SQL goes to `mariadbd --bootstrap` directly, as the script does."""
+    srv = sb.installed_server()
+    share = srv.root / srv.dist.share_dir
+    missing = [f for f in MARIADB_BOOTSTRAP_SQL if not (share / f).is_file()]
+    if missing:
+        raise SandboxError(f"server {srv.dist.name} lacks {', '.join(missing)} in {share}; reinstall it")
+    sql = "create database if not exists mysql;\nuse mysql;\nSET @auth_root_socket=NULL;\n"
+    sql += "".join((share / f).read_text() for f in MARIADB_BOOTSTRAP_SQL)
+    cmd = sb.launcher() + [bins.mysqld, f"--defaults-file={sb.cnf}", "--bootstrap", "--log-warnings=0",
+                           "--enforce-storage-engine=", "--max_allowed_packet=8M", "--net_buffer_length=16K"]
+    return cmd, sql
+
+
 def binaries_of(sb: Sandbox) -> ServerBinaries:
     """The server binaries a sandbox was created with."""
     return ServerBinaries(mysqld=sb.mysqld, install_db=sb.install_db, flavor=sb.flavor,
-                          version=Version.parse(sb.version), version_string=sb.version_string, basedir=sb.basedir)
+                          version=Version.parse(sb.version), version_string=sb.version_string, basedir=sb.basedir,
+                          server=sb.server)
 
 
 def adopt(name: str, datadir: str | os.PathLike, credentials_from: str | os.PathLike, page_size: str | int,
@@ -577,7 +635,7 @@ def adopt(name: str, datadir: str | os.PathLike, credentials_from: str | os.Path
                  socket=_socket_path(sb_dir, name), mysqld=binaries.mysqld, install_db=binaries.install_db,
                  flavor=binaries.flavor, version=str(binaries.version), version_string=binaries.version_string,
                  page_size=parse_page_size(page_size), options=dict(options or {}), basedir=binaries.basedir,
-                 created_at=time.time(), needs_bootstrap=False)
+                 created_at=time.time(), needs_bootstrap=False, server=binaries.server)
     sb.write_cnf()
     sb.tmpdir.mkdir(exist_ok=True)
     creds = [ln for ln in Path(credentials_from).read_text().splitlines() if not ln.startswith("socket")]

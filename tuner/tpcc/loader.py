@@ -118,9 +118,13 @@ def nurand_c_last_sql(c_load: int) -> str:
     return f"(((FLOOR(RAND() * {A_C_LAST + 1}) | FLOOR(RAND() * 1000)) + {int(c_load)}) % 1000)"
 
 
+# A derived table that draws RAND() must be materialized so its columns hold one value each: MySQL 9 merges
+# a plain derived table into the outer query and evaluates RAND() again at every use; a LIMIT stops that on both.
+MATERIALIZE = "LIMIT 4294967295"
+
 # I_DATA / S_DATA: a-string [26..50], "ORIGINAL" at a random position in 10% of rows (clause 4.3.3.1).
-# The derived table ORIGINAL_PARTS draws the random parts once a row (MariaDB and MySQL materialize a
-# derived table that calls RAND()), so the outer expression can use them several times.
+# The derived table ORIGINAL_PARTS draws the random parts once a row (materialized, see MATERIALIZE),
+# so the outer expression can use them several times.
 ORIGINAL_PARTS = (f"26 + FLOOR(RAND() * 25) AS len_, 1 + FLOOR(RAND() * {POOL_BYTES - 50}) AS off_, "
                   "RAND() < 0.1 AS orig_, RAND() AS frac_")
 _POS = "(1 + FLOOR(frac_ * (len_ - 7)))"
@@ -144,7 +148,7 @@ FROM {FROM_POOL}, tpcc_load_numbers WHERE id = 1 AND n <= %s * {schema.DISTRICTS
 LOAD_ITEM = f"""
 INSERT INTO item (i_id, i_im_id, i_name, i_price, i_data)
 SELECT n, 1 + FLOOR(RAND() * 10000), {a_string(14, 24)}, (100 + FLOOR(RAND() * 9901)) / 100, {DATA_WITH_ORIGINAL}
-FROM {FROM_POOL}, (SELECT n, {ORIGINAL_PARTS} FROM tpcc_load_numbers WHERE n <= {schema.ITEMS}) r
+FROM {FROM_POOL}, (SELECT n, {ORIGINAL_PARTS} FROM tpcc_load_numbers WHERE n <= {schema.ITEMS} {MATERIALIZE}) r
 WHERE id = 1"""
 
 LOAD_STOCK = f"""
@@ -152,7 +156,7 @@ INSERT INTO stock (s_i_id, s_w_id, s_quantity, s_dist_01, s_dist_02, s_dist_03, 
                    s_dist_06, s_dist_07, s_dist_08, s_dist_09, s_dist_10, s_ytd, s_order_cnt, s_remote_cnt,
                    s_data)
 SELECT n, %s, 10 + FLOOR(RAND() * 91), {", ".join([a_string(24, 24)] * 10)}, 0, 0, 0, {DATA_WITH_ORIGINAL}
-FROM {FROM_POOL}, (SELECT n, {ORIGINAL_PARTS} FROM tpcc_load_numbers WHERE n <= {schema.STOCK_PER_W}) r
+FROM {FROM_POOL}, (SELECT n, {ORIGINAL_PARTS} FROM tpcc_load_numbers WHERE n <= {schema.STOCK_PER_W} {MATERIALIZE}) r
 WHERE id = 1"""
 
 _CUSTOMERS_PER_W = schema.DISTRICTS_PER_W * schema.CUSTOMERS_PER_D
@@ -167,7 +171,7 @@ SELECT c_, d_, %s, {a_string(8, 16)}, 'OE', {last_name_sql('ln_')}, {ADDRESS}, {
 FROM {FROM_POOL},
      (SELECT (n - 1) % {schema.CUSTOMERS_PER_D} + 1 AS c_, (n - 1) DIV {schema.CUSTOMERS_PER_D} + 1 AS d_,
              IF((n - 1) % {schema.CUSTOMERS_PER_D} < 1000, (n - 1) % {schema.CUSTOMERS_PER_D}, {{nurand}}) AS ln_
-      FROM tpcc_load_numbers WHERE n <= {_CUSTOMERS_PER_W}) r
+      FROM tpcc_load_numbers WHERE n <= {_CUSTOMERS_PER_W} {MATERIALIZE}) r
 WHERE id = 1"""
 
 LOAD_HISTORY = f"""
@@ -176,13 +180,15 @@ SELECT (n - 1) % {schema.CUSTOMERS_PER_D} + 1, (n - 1) DIV {schema.CUSTOMERS_PER
        (n - 1) DIV {schema.CUSTOMERS_PER_D} + 1, %s, %s, 10.00, {a_string(12, 24)}
 FROM {FROM_POOL}, tpcc_load_numbers WHERE id = 1 AND n <= {_CUSTOMERS_PER_W}"""
 
-# O_C_ID: a random permutation of 1..3000 in every district (ROW_NUMBER over a random order).
+# O_C_ID: a random permutation of 1..3000 in every district: ROW_NUMBER over a pseudo-random order keyed by the
+# load's time and the warehouse.  Not ORDER BY RAND(): MySQL 9 refuses a non-deterministic window order (ERROR 3587).
 LOAD_ORDERS = f"""
 INSERT INTO orders (o_id, o_d_id, o_w_id, o_c_id, o_entry_d, o_carrier_id, o_ol_cnt, o_all_local)
 SELECT o_, d_, %s, c_, %s, IF(o_ < {schema.FIRST_NEW_ORDER}, 1 + FLOOR(RAND() * 10), NULL),
        {schema.MIN_OL_CNT} + FLOOR(RAND() * {schema.MAX_OL_CNT - schema.MIN_OL_CNT + 1}), 1
 FROM (SELECT (n - 1) % {schema.ORDERS_PER_D} + 1 AS o_, (n - 1) DIV {schema.ORDERS_PER_D} + 1 AS d_,
-             ROW_NUMBER() OVER (PARTITION BY (n - 1) DIV {schema.ORDERS_PER_D} ORDER BY RAND()) AS c_
+             ROW_NUMBER() OVER (PARTITION BY (n - 1) DIV {schema.ORDERS_PER_D}
+                                ORDER BY CRC32(CONCAT(%s, ':', %s, ':', n))) AS c_
       FROM tpcc_load_numbers WHERE n <= {schema.DISTRICTS_PER_W * schema.ORDERS_PER_D}) r"""
 
 LOAD_NEW_ORDER = f"""
@@ -309,7 +315,7 @@ def _per_warehouse_statements(w: int, load_time: str, customer_sql: str) -> dict
     per_w = schema.DISTRICTS_PER_W
     return {
         "stock": Statement(LOAD_STOCK, (w,), schema.STOCK_PER_W),
-        "orders": Statement(LOAD_ORDERS, (w, load_time), per_w * schema.ORDERS_PER_D),
+        "orders": Statement(LOAD_ORDERS, (w, load_time, load_time, w), per_w * schema.ORDERS_PER_D),
         "order_line": Statement(LOAD_ORDER_LINE, (w,), per_w * schema.ORDERS_PER_D * 10),
         "customer": Statement(customer_sql, (w, load_time), per_w * schema.CUSTOMERS_PER_D),
         "history": Statement(LOAD_HISTORY, (w, w, load_time), per_w * schema.CUSTOMERS_PER_D),

@@ -20,8 +20,10 @@ from typing import Any
 # MySQL/MariaDB error numbers (server and client): https://mariadb.com/kb/en/mariadb-error-codes/
 ER_LOCK_WAIT_TIMEOUT = 1205
 ER_LOCK_DEADLOCK = 1213
+ER_CHECKREAD = 1020  # "Record has changed since last read": MariaDB 11.6+ (innodb_snapshot_isolation=ON) aborts
+                     # a repeatable-read transaction that would lock a row changed after its snapshot
 ER_SIGNAL_EXCEPTION = 1644  # an unhandled user SIGNAL SQLSTATE '45000' (the New-Order rollback)
-RETRYABLE = frozenset({ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK})
+RETRYABLE = frozenset({ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK, ER_CHECKREAD})
 CONNECTION_LOST = frozenset({
     1053,  # ER_SERVER_SHUTDOWN
     1927,  # ER_CONNECTION_KILLED (MariaDB)

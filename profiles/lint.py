@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from profiles.catalog import load_catalog
-from profiles.datadir import datadir_page_size
+from tuner.core.datadir import datadir_page_size
 from profiles.optionfile import FOREIGN_SERVER_GROUPS, OptionLine, parse_option_file, server_groups
 from profiles.target import Target, make_target
 from tuner.core.errors import ProfileError

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from profiles.datadir import datadir_page_size, page_size_from_flags
+from tuner.core.datadir import datadir_page_size, page_size_from_flags
 from profiles.diff import diff, pt_config_diff, side_from_file, side_from_profile, side_from_server
 from profiles.target import parse_target
 

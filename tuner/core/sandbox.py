@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tuner.core.datadir import datadir_page_size
 from tuner.core.durable import write_atomic, write_json_atomic
 from tuner.core.paths import innotier_home, sandboxes_dir
 from tuner.core.errors import SandboxError, ToolMissing, UsageError
@@ -357,6 +358,7 @@ class Sandbox:
         if not os.path.isdir(self.datadir):
             raise SandboxError(f"datadir {self.datadir} of sandbox {self.name} is missing; "
                                "restore it (innotier persist restore / move rollback) or recreate the sandbox")
+        self._check_page_size(extra_args or [])
         self.tmpdir.mkdir(parents=True, exist_ok=True)
         log_offset = self.error_log.stat().st_size if self.error_log.exists() else 0
         t0 = time.monotonic()
@@ -379,6 +381,28 @@ class Sandbox:
         if self.needs_bootstrap:
             self._bootstrap_credentials()
         return time.monotonic() - t0
+
+    def effective_options(self, extra_args: list[str] | None = None) -> dict[str, str]:
+        """[mysqld] options as the server will read them: my.cnf, then conf.d drop-ins in order, then arguments."""
+        opts = read_defaults_file(self.cnf, sections=("mysqld",)) if self.cnf.exists() else {}
+        for dropin in sorted(self.conf_d.glob("*.cnf")) if self.conf_d.is_dir() else []:
+            opts.update(read_defaults_file(dropin, sections=("mysqld",)))
+        for arg in extra_args or []:
+            if arg.startswith("--") and "=" in arg:
+                k, v = arg[2:].split("=", 1)
+                opts[k.replace("-", "_")] = v
+        return opts
+
+    def _check_page_size(self, extra_args: list[str]) -> None:
+        """Refuse to start with a page size other than the datadir's (the server would only say 'Corrupted page')."""
+        opts = self.effective_options(extra_args)
+        have = datadir_page_size(self.datadir, opts.get("innodb_data_home_dir"), opts.get("innodb_data_file_path"))
+        want = parse_page_size(opts.get("innodb_page_size") or self.page_size)
+        if have is not None and have != want:
+            raise SandboxError(
+                f"sandbox {self.name}: the datadir was initialized with {PAGE_SIZES.get(have, have)} pages but the "
+                f"server would start with innodb_page_size={PAGE_SIZES.get(want, want)}; the page size is fixed at "
+                f"initialization: start with {PAGE_SIZES.get(have, have)} or create a new sandbox with --page-size")
 
     def _log_tail(self, offset: int) -> str:
         try:
@@ -466,6 +490,13 @@ class Sandbox:
         except FileNotFoundError:
             return False
         if state == "Z":
+            # a killed multi-threaded server shows its leader as a zombie while other threads still exit and
+            # still hold its files and sockets: it is gone only when no other thread is left
+            try:
+                if len(os.listdir(f"/proc/{pid}/task")) > 1:
+                    return True
+            except FileNotFoundError:
+                return False
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:

@@ -23,7 +23,8 @@ from tuner.core.units import format_size, parse_size
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 OPTIONS_FILE = CATALOG_DIR / "options.yaml"
-RECORDED_NAMES = {("mariadb", "10.11"): CATALOG_DIR / "recorded" / "mariadb-10.11-option-names.txt"}
+RECORDED_NAMES = {(fam, series): CATALOG_DIR / "recorded" / f"{fam}-{series}-option-names.txt"
+                  for fam, series in (("mariadb", "10.11"), ("mariadb", "11.8"), ("mysql", "9.7"))}
 COMMON_NAMES_FILE = CATALOG_DIR / "server-options.yaml"
 
 STATUSES = ("active", "deprecated", "ignored", "removed")

@@ -269,6 +269,11 @@ def _dax_check(options, target, tier_path, mounts, where) -> list[Finding]:
 # entry points
 
 
+def _status(option: str, target: Target) -> str | None:
+    row = load_catalog().row(option, target)
+    return row.status if row else None
+
+
 def lint_options(options: dict[str, str], flavor: Flavor, version: Version, tier_path: str | None = None,
                  datadir: str | None = None, where: dict[str, str] | None = None, loose: set[str] | None = None,
                  meminfo: str = "/proc/meminfo", mounts=None) -> list[Finding]:
@@ -281,7 +286,7 @@ def lint_options(options: dict[str, str], flavor: Flavor, version: Version, tier
     for name in sorted(opts):
         findings += _check_option(name, opts[name], target, where.get(name), name in loose)
     if target.family == "mysql" and "innodb_redo_log_capacity" in opts and "innodb_log_file_size" in opts \
-            and target.version >= Version(8, 0, 30):
+            and target.version >= Version(8, 0, 30) and _status("innodb_log_file_size", target) != "removed":
         findings.append(Finding("info", "innodb_log_file_size", "innodb_log_file_size is ignored because "
                                 "innodb_redo_log_capacity is set", "remove innodb_log_file_size",
                                 where.get("innodb_log_file_size")))

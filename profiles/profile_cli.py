@@ -6,6 +6,8 @@ import os
 import sys
 
 from tuner.core.cliutil import add_connection_args, connection_from_args, parse_key_values, print_json, print_table
+from profiles.recorded import RECORDED_SERIES, check_series, load_recording
+from profiles.target import parse_target
 from tuner.core.errors import ProfileError, UsageError
 from profiles.model import list_profiles, load_profile, profile_from_mapping
 from profiles.render import header_for, render, render_option_file
@@ -272,4 +274,23 @@ def cmd_catalog(args) -> int:
     cols = list(next(iter(cov.values())).keys())
     print_table([{"option": o, **row} for o, row in cov.items()], ["option", *cols],
                 title=f"catalog coverage: {len(cov)} options x {len(cols)} versions")
+    print_table(verified_counts(cat, cols), ["series", "rows", "verified", "recording"],
+                title="rows read back from a real binary (profiles/catalog/recorded/)")
     return 0
+
+
+def verified_counts(cat, series_labels: list[str]) -> list[dict]:
+    """Per series: rows that apply, and how many of them were compared with a real binary's recording."""
+    out = []
+    for label in series_labels:
+        fam, series = label.split("-", 1)
+        target = parse_target(label)
+        rows = sum(1 for r in cat.rows if r.applies(fam, target.version))
+        if label in RECORDED_SERIES:
+            checked, problems = check_series(label)
+            rec = load_recording(label)
+            out.append({"series": label, "rows": rows, "verified": checked - len(problems),
+                        "recording": rec.version})
+        else:
+            out.append({"series": label, "rows": rows, "verified": 0, "recording": "none (manual only)"})
+    return out

@@ -18,11 +18,11 @@ NEWEST_PATCH = 9999  # "newest release of the series"
 # The series the catalog covers (from the first version, below the second).
 COVERED = {
     "mariadb": (Version(10, 6, 0), Version(12, 0, 0)),
-    "mysql": (Version(5, 7, 0), Version(9, 0, 0)),
+    "mysql": (Version(5, 7, 0), Version(10, 0, 0)),
 }
 REFERENCE_SERIES = {  # the series the catalog was written and tested for
-    "mariadb": ("10.6", "10.11", "11.4"),
-    "mysql": ("5.7", "8.0", "8.4"),
+    "mariadb": ("10.6", "10.11", "11.4", "11.8"),
+    "mysql": ("5.7", "8.0", "8.4", "9.7"),
 }
 
 _TARGET_RE = re.compile(r"^(mariadb|mysql|percona)[-_ ]?(\d+)\.(\d+)(?:\.(\d+))?$", re.IGNORECASE)
@@ -68,7 +68,7 @@ def make_target(flavor: Flavor, version: Version) -> Target:
     lo, hi = COVERED[family(flavor)]
     if not (lo <= version < hi):
         raise ProfileError(f"{flavor.value} {version.series} is not covered by the option catalog; "
-                           "use mariadb 10.6 to 11.x or mysql/percona 5.7 to 8.x "
-                           "(reference series: mariadb 10.6, 10.11, 11.4; mysql 5.7, 8.0, 8.4)")
+                           "use mariadb 10.6 to 11.x or mysql/percona 5.7 to 9.x "
+                           "(reference series: mariadb 10.6, 10.11, 11.4, 11.8; mysql 5.7, 8.0, 8.4, 9.7)")
     label = f"{flavor.value}-{version.series}" + ("" if version.patch == NEWEST_PATCH else f".{version.patch}")
     return Target(flavor, version, label)

@@ -29,7 +29,8 @@ from tuner.core.server import COMPONENTS, Flavor, ServerModel, Version, has_doub
 DATADIR_SKIP = re.compile(r"^(ibtmp\d+|.*\.pid|.*\.sock|.*\.sock\.lock|#innodb_temp)$")
 
 UNDO_FILE = re.compile(r"^(undo\d{3}|undo_\d{3}|.*\.ibu)$")
-DBLWR_FILE = re.compile(r"^#ib_\d+_\d+\.dblwr$")
+# DETECT_ONLY adds a batch file #ib_<page>_<n>.bdblwr (seen on MySQL 9.7.4)
+DBLWR_FILE = re.compile(r"^#ib_\d+_\d+\.b?dblwr$")
 REDO_FILE = re.compile(r"^ib_logfile\d+$")
 # the buffer pool dump (innodb_buffer_pool_filename) is written to innodb_data_home_dir: it travels with ibdata;
 # a warm-up list, not data, so a stale one in a target never blocks a move

@@ -142,6 +142,35 @@ def clone(golden, request):
             pass
 
 
+# ---------------------------------------------------------------------------
+# Real server distributions (tests/servers, sweeps with a server axis): built once per machine.
+
+def ensure_installed(name: str):
+    """The installed distribution from innotier_cache()/servers (shared by every session of this machine),
+    built first when it is missing: CI's first run pays about two minutes per tree, later runs take the cache."""
+    from tuner.core.errors import UsageError
+    from tuner.core.servers import build, tree
+
+    try:
+        return tree.installed(name)
+    except UsageError:
+        pass  # not installed on this machine yet: build (or register) it once
+    return build.install(build.plan_install(name), progress=lambda m: print(f"[{name}] {m}", file=sys.stderr))
+
+
+@pytest.fixture(scope="session")
+def installed_server():
+    """installed_server('mysql-9.7') -> the verified InstalledServer, built on first use."""
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = ensure_installed(name)
+        return cache[name]
+
+    return get
+
+
 def _mv():
     import mvhelpers  # tests/mvhelpers.py; tests/ is on sys.path (rootdir conftest)
 

@@ -1,42 +1,14 @@
-"""Real MySQL 9.7 and MariaDB 11.8 servers for the tests: each tree is built once per machine.
+"""Real MySQL 9.7 and MariaDB 11.8 servers for the tests (``installed_server`` is in tests/conftest.py).
 
-``installed_server(name)`` returns the installed distribution from ``innotier_cache()/servers`` (shared by every
-test session of this machine), building it first when it is missing: CI's first run pays about two minutes
-per tree, later runs take it from the cache.  ``server_sandbox(name)`` is one running sandbox per server and
+``server_sandbox(name)`` is one running sandbox per server and
 test module (16k pages, 256M buffer pool), killed and destroyed at the end of the module.
 """
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from tuner.core import sandbox as sbx
-from tuner.core.errors import UsageError
-from tuner.core.servers import build, tree
-
-TREE_SERVERS = ("mysql-9.7", "mariadb-11.8")
-
-
-def ensure_installed(name: str) -> tree.InstalledServer:
-    try:
-        return tree.installed(name)
-    except UsageError:
-        pass  # not installed on this machine yet: build it (once per machine)
-    return build.install(build.plan_install(name), progress=lambda m: print(f"[{name}] {m}", file=sys.stderr))
-
-
-@pytest.fixture(scope="session")
-def installed_server():
-    cache: dict[str, tree.InstalledServer] = {}
-
-    def get(name: str) -> tree.InstalledServer:
-        if name not in cache:
-            cache[name] = ensure_installed(name)
-        return cache[name]
-
-    return get
 
 
 @pytest.fixture(scope="session")

@@ -102,8 +102,11 @@ def test_raid_spec_plans_but_run_refuses_with_the_reason(cli, innotier_home):
     assert _snapshot(innotier_home) == before
 
 
-def test_every_shipped_spec_plans():
+def test_every_shipped_spec_plans(installed_server):
     from tuner.sweep.spec import SPECS_DIR
+
+    for server in ("mariadb-10.11", "mariadb-11.8", "mysql-9.7"):  # the `servers` spec compares them
+        installed_server(server)
 
     names = sorted(p.stem for p in SPECS_DIR.glob("*.yaml"))
     assert {"demo", "placement-media", "moved-files", "page-size-clients", "doublewrite-flush", "raid-level"} <= set(names)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.core.errors import InnotierError, SweepError
+from tuner.core.sandbox import ServerBinaries, binaries_for_server, find_binaries
 from tuner.core.server import Flavor, Version, has_doublewrite_files
 from tuner.sweep.spec import DEFAULT_PLACEMENT, SETTINGS, SweepSpec, TierSpec, config_label, normalize_placement
 from tuner.core.units import format_duration, format_size, human_size, parse_page_size, parse_size
@@ -31,7 +32,6 @@ from tuner.sweep.placement import provision_blocker
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.provision import plan_create
 from datadir_mover.tiers.requests import RaidCreate
-from tuner.core.sandbox import find_binaries
 from tuner.sweep import golden as golden_mod
 from tuner.sweep.profile_bridge import lint_cell_options
 
@@ -293,6 +293,8 @@ class Plan:
     refusal: str | None = None  # why `sweep run` would refuse (plan still prints)
     warnings: list[str] = field(default_factory=list)
     lint: dict[str, list[str]] = field(default_factory=dict)  # config_key -> lint notes (warnings)
+    # server setting (None: the spec's basedir / the host's) -> its binaries; flavor/version above are the first's
+    binaries: dict[str | None, ServerBinaries] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -308,6 +310,9 @@ class Plan:
             "datadir_bytes": self.datadir_bytes, "estimate_seconds": round(self.estimate_seconds),
             "refusal": self.refusal, "warnings": self.warnings, "lint": self.lint,
             "workload": self.spec.workload.__dict__, "repeats": self.spec.repeats,
+            "servers": {str(k or "default"): {"flavor": b.flavor.value, "version": str(b.version),
+                                              "version_string": b.version_string, "mysqld": b.mysqld}
+                        for k, b in self.binaries.items()},
         }
 
 
@@ -328,19 +333,37 @@ def golden_seconds(spec: SweepSpec, datadir_bytes: int) -> float:
             + SECONDS["golden_copy"] + datadir_bytes / (200 << 20))
 
 
+def server_binaries(spec: SweepSpec, cells: list[Cell]) -> dict[str | None, ServerBinaries]:
+    """The binaries of every server the cells use: a `server` setting names an installed distribution,
+    without one the spec's basedir (or the host's binaries) serve every cell."""
+    out: dict[str | None, ServerBinaries] = {}
+    for name in sorted({c.settings.get("server") for c in cells}, key=str):
+        try:
+            out[name] = binaries_for_server(name) if name else find_binaries(spec.basedir)
+        except InnotierError as exc:
+            raise SweepError(f"server binaries for this sweep: {exc}") from None
+    return out
+
+
+def cell_binaries(plan_or_bins, cell: Cell) -> ServerBinaries:
+    servers = plan_or_bins.binaries if isinstance(plan_or_bins, Plan) else plan_or_bins
+    return servers[cell.settings.get("server")]
+
+
 def make_plan(spec: SweepSpec, *, check_tiers: bool = True) -> Plan:
     """Validate everything and return the plan; raises SweepError naming the first problem."""
-    try:
-        bins = find_binaries(spec.basedir)
-    except InnotierError as exc:
-        raise SweepError(f"server binaries for this sweep: {exc}") from None
+    cells = expand(spec)
+    binaries = server_binaries(spec, cells)
+    bins = next(iter(binaries.values()))
+    if spec.flavor and len(binaries) > 1:
+        raise SweepError("the spec names server.flavor and a server axis; leave server.flavor out (each cell's "
+                         "server says its flavor)")
     if spec.flavor and spec.flavor != bins.flavor.value:
         raise SweepError(f"the spec asks for {spec.flavor} but the server binaries found are {bins.flavor.value} "
                          f"{bins.version} ({bins.mysqld}); set server.basedir to a {spec.flavor} installation")
     if spec.version and not str(bins.version).startswith(spec.version):
         raise SweepError(f"the spec asks for version {spec.version} but {bins.mysqld} is {bins.version}; set "
                          "server.basedir to that version's installation or change server.version")
-    cells = expand(spec)
     datadir_bytes = max(estimate_datadir_bytes(spec.workload.warehouses, c.settings["page_size"]) for c in cells)
 
     # every tier used by a cell (a path that does not exist is refused here)
@@ -353,9 +376,10 @@ def make_plan(spec: SweepSpec, *, check_tiers: bool = True) -> Plan:
     for c in cells:
         if c.repeat != 1:
             continue
-        validate_cell(c, bins.flavor, bins.version)
+        cb = binaries[c.settings.get("server")]
+        validate_cell(c, cb.flavor, cb.version)
         paths = [p for p in (_lint_path(spec.tiers[t]) for t in c.tiers_used) if p]
-        lint_notes[c.config_key] = lint_cell(spec, c, bins.flavor, bins.version, paths)
+        lint_notes[c.config_key] = lint_cell(spec, c, cb.flavor, cb.version, paths)
     refusal = None
     runnable, skipped = [], []
     for c in cells:
@@ -376,7 +400,8 @@ def make_plan(spec: SweepSpec, *, check_tiers: bool = True) -> Plan:
 
     goldens = []
     est = 0.0
-    for key in sorted({golden_mod.key_for(spec, c, bins) for c in runnable}, key=lambda k: k.id):
+    for key in sorted({golden_mod.key_for(spec, c, binaries[c.settings.get("server")]) for c in runnable},
+                      key=lambda k: k.id):
         present = golden_mod.is_present(key)
         goldens.append({"id": key.id, "key": key.to_dict(), "present": present})
         if not present:
@@ -391,7 +416,8 @@ def make_plan(spec: SweepSpec, *, check_tiers: bool = True) -> Plan:
                         "use repeats: 2 or more for the cells a decision rests on")
     return Plan(spec=spec, flavor=bins.flavor, version=bins.version, version_string=bins.version_string,
                 mysqld=bins.mysqld, cells=runnable, skipped=skipped, tiers=tiers, goldens=goldens,
-                datadir_bytes=datadir_bytes, estimate_seconds=est, refusal=refusal, warnings=warnings, lint=lint_notes)
+                datadir_bytes=datadir_bytes, estimate_seconds=est, refusal=refusal, warnings=warnings, lint=lint_notes,
+                binaries=binaries)
 
 
 def validate_cell(c: Cell, flavor: Flavor, version: Version) -> None:
@@ -461,7 +487,9 @@ def print_plan(plan: Plan) -> None:
     con = Console()
     spec = plan.spec
     w = spec.workload
-    con.print(f"[bold]sweep {spec.name}[/bold] (run {plan.run_id}): {plan.flavor.value} {plan.version}, "
+    servers = ", ".join(f"{b.flavor.value} {b.version}" for b in plan.binaries.values()) or \
+        f"{plan.flavor.value} {plan.version}"
+    con.print(f"[bold]sweep {spec.name}[/bold] (run {plan.run_id}): {servers}, "
               f"driver {w.driver}/{w.mode}, W={w.warehouses}, warm-up {w.warmup:g} s, measure {w.duration:g} s, "
               f"{spec.repeats} repeat(s)")
     if spec.description:

@@ -155,8 +155,10 @@ class Runner:
         self.opts = options or RunnerOptions()
         self.echo = self.opts.echo
         self.sandbox_name = sandbox_name_for(plan)
-        self.bins = ServerBinaries(mysqld=plan.mysqld, install_db=_install_db(plan), flavor=plan.flavor,
-                                   version=plan.version, version_string=plan.version_string, basedir=self.spec.basedir)
+        # the binaries of every server a cell uses (a `server` axis makes several)
+        self.binaries = dict(plan.binaries) or {None: ServerBinaries(
+            mysqld=plan.mysqld, install_db=_install_db(plan), flavor=plan.flavor, version=plan.version,
+            version_string=plan.version_string, basedir=self.spec.basedir)}
         # the exporter's view of the server under test: updated in place for each cell
         self.server_spec = ConnectionSpec(socket=None, host="127.0.0.1", port=1, user="root",
                                           database=golden_mod.TPCC_DATABASE, sandbox=self.sandbox_name)
@@ -263,7 +265,7 @@ class Runner:
         per_cell = (sum(self.measured) / len(self.measured)) if self.measured else cell_seconds(
             self.spec, self.plan.datadir_bytes)
         remaining = [c for c in todo if c.index > cell.index]
-        missing_goldens = {golden_mod.key_for(self.spec, c, self.bins) for c in remaining}
+        missing_goldens = {golden_mod.key_for(self.spec, c, self._bins(c)) for c in remaining}
         extra = sum(golden_seconds(self.spec, self.plan.datadir_bytes) for k in missing_goldens
                     if not golden_mod.is_present(k))
         current_left = max(per_cell - (time.monotonic() - cell_started), 0.0)
@@ -296,15 +298,16 @@ class Runner:
             phase(SweepPhase.PREPARE)
             golden_mod.discard_cell_sandbox(self.sandbox_name)  # an earlier, interrupted attempt
             clear_cell_dirs(tiers, self.sandbox_name)
-            key = golden_mod.key_for(self.spec, cell, self.bins)
+            bins = self._bins(cell)
+            key = golden_mod.key_for(self.spec, cell, bins)
             if not golden_mod.is_present(key):
                 phase(SweepPhase.GOLDEN)
-            rec.golden = golden_mod.ensure(key, self.bins, progress=lambda m: self.echo(m))
+            rec.golden = golden_mod.ensure(key, bins, progress=lambda m: self.echo(m))
             phase(SweepPhase.CLONE)
             datadir = cell_dir(tiers, cell.datadir_tier, self.sandbox_name) / "data"
             clone_info = golden_mod.clone(key, datadir)
             rec.golden = {**rec.golden, "clone": clone_info}
-            sb = golden_mod.adopt_sandbox(self.sandbox_name, key, datadir, self.bins)
+            sb = golden_mod.adopt_sandbox(self.sandbox_name, key, datadir, bins)
             phase(SweepPhase.PLACE)
             placed = place_components(sb, cell.placement, tiers, cell.settings.get("options"))
             phase(SweepPhase.CONFIGURE)
@@ -370,9 +373,14 @@ class Runner:
 
         return adapters.get(w.driver).run(spec, cfg)
 
+    def _bins(self, cell: Cell) -> ServerBinaries:
+        return self.binaries[cell.settings.get("server")]
+
     def _labels(self, cell: Cell) -> dict[str, str]:
         s = cell.settings
+        bins = self._bins(cell)
         return {"sweep": self.spec.name, "cell": cell.cell_id, "tier": cell.datadir_tier,
+                "server": s.get("server") or bins.series, "flavor": bins.flavor.value, "version": str(bins.version),
                 # the exporter drops label values with '@' (they look like DSNs): "redo on tmpfs (rest on disk)"
                 "placement": placement_label(cell.placement).replace("@", " on "), "page_size": s["page_size"],
                 "flush_method": str(s.get("flush_method", "")), "doublewrite": str(s.get("doublewrite", "")),
@@ -501,6 +509,7 @@ def environment(plan: Plan) -> dict[str, Any]:
         "innotier": __version__, "python": platform.python_version(), "kernel": f"{u.sysname} {u.release}",
         "kernel_version": u.version, "machine": u.machine, "hostname": u.nodename, "cpus": os.cpu_count(),
         "mem_total_bytes": mem, "server": plan.version_string, "mysqld": plan.mysqld,
+        "servers": {str(k or "default"): b.version_string for k, b in plan.binaries.items()},
         "tools": {"mysql-connector-python": pkg("mysql-connector-python"), "matplotlib": pkg("matplotlib"),
                   "pt-mysql-summary": _tool_version(["pt-mysql-summary", "--version"]),
                   "cp": _tool_version(["cp", "--version"])},

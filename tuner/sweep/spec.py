@@ -35,12 +35,14 @@ from typing import Any
 
 from tuner.core.errors import SweepError, UsageError
 from tuner.core.server import COMPONENTS
+from tuner.core.servers import distributions
 from tuner.core.units import PAGE_SIZES, format_size, parse_page_size, parse_size
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 
 # setting name -> server option it sets (None: not a server option)
 SETTINGS: dict[str, str | None] = {
+    "server": None,  # an installed server distribution (`innotier server install`): mysql-9.7, mariadb-11.8, ...
     "placement": None,  # component -> tier
     "page_size": "innodb_page_size",  # init-time: one golden copy per page size
     "clients": None,  # TPC-C client connections
@@ -332,6 +334,11 @@ def normalize_setting(name: str, value: Any, tiers: dict[str, TierSpec]) -> Any:
     """One canonical form per setting value, so equal cells compare equal."""
     if name == "placement":
         return normalize_placement(value, tiers)
+    if name == "server":
+        try:
+            return distributions.get(str(value)).name
+        except UsageError as exc:
+            raise SweepError(str(exc)) from None
     if name == "page_size":
         try:
             return PAGE_SIZES[parse_page_size(value)]
@@ -481,6 +488,8 @@ def config_label(varying: dict[str, Any]) -> str:
     for k, v in varying.items():
         if k == "placement":
             parts.append(placement_label(v))
+        elif k == "server":
+            parts.append(str(v))
         elif k == "options":
             parts += [f"{o}={ov}" for o, ov in v.items()]
         else:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from profilehelpers import boot_with_profile
 from profiles.apply import PROFILE_DROP_IN, apply_profile_to_sandbox, load_profile_for_sandbox
 from profiles.model import list_profiles, load_profile
 from tuner.core.errors import ProfileError
-from tuner.core.server import fetch_variables
 from tuner.core.units import PAGE_SIZES
 
 CAP = 64 << 20
@@ -21,22 +21,7 @@ LOG_PROBLEMS = ("unknown variable", "was removed", "ignoring option", "[ERROR]",
 
 
 def _run(sb, profile):
-    from tuner.core import sandbox as sbx
-
-    if sb.state() == sbx.SandboxState.RUNNING:
-        sb.stop()
-    path = apply_profile_to_sandbox(sb, profile)
-    offset = sb.error_log.stat().st_size if sb.error_log.exists() else 0
-    sb.start()
-    conn = sb.connection_spec().connect()
-    try:
-        variables = {k.lower(): v for k, v in fetch_variables(conn).items()}
-    finally:
-        conn.close()
-    with open(sb.error_log, "rb") as fh:
-        fh.seek(offset)
-        new_log = fh.read().decode(errors="replace")
-    return path, variables, new_log
+    return boot_with_profile(sb, profile)
 
 
 @pytest.mark.root

@@ -12,13 +12,13 @@ import re
 
 import pytest
 
-from profiles.apply import apply_profile_to_sandbox
+from profilehelpers import boot_with_profile
 from profiles.catalog import load_catalog
 from profiles.model import Profile, list_profiles, load_profile
 from profiles.render import render
 from profiles.target import make_target
 from tuner.core import sandbox as sbx
-from tuner.core.server import Flavor, Version, fetch_variables
+from tuner.core.server import Flavor, Version
 from tuner.core.units import PAGE_SIZES
 
 CAP = 64 << 20
@@ -51,19 +51,8 @@ def page_sandbox(installed_server):
 
 
 def boot(sb: sbx.Sandbox, profile: Profile) -> tuple[dict[str, str], str]:
-    if sb.state() == sbx.SandboxState.RUNNING:
-        sb.stop()
-    apply_profile_to_sandbox(sb, profile)
-    offset = sb.error_log.stat().st_size if sb.error_log.exists() else 0
-    sb.start()
-    conn = sb.connection_spec().connect()
-    try:
-        variables = {k.lower(): v for k, v in fetch_variables(conn).items()}
-    finally:
-        conn.close()
-    with open(sb.error_log, "rb") as fh:
-        fh.seek(offset)
-        return variables, fh.read().decode(errors="replace")
+    _, variables, log = boot_with_profile(sb, profile)
+    return variables, log
 
 
 def assert_reads_back(sb: sbx.Sandbox, profile: Profile, v: dict[str, str]) -> None:

@@ -28,7 +28,7 @@ from tuner import __version__
 from tuner.core.errors import ServerError, ToolMissing, UsageError
 from tuner.core.server import Version
 from tuner.core.servers.distributions import DEBIAN_MIRROR, Distribution, get, known_names
-from tuner.core.servers.tree import (MANIFEST, InstalledServer, Manifest, read_manifest, servers_dir, sha256_file,
+from tuner.core.servers.tree import (MANIFEST, InstalledServer, Manifest, installed, read_manifest, servers_dir, sha256_file,
                                      tree_bytes, tree_launcher, write_manifest)
 
 Progress = Callable[[str], None]
@@ -242,8 +242,6 @@ def _now() -> str:
 
 def export(name: str, file: str | os.PathLike, progress: Progress = _quiet) -> Path:
     """Write the installed tree ``name`` (manifest and tree) as a .tar.zst cache archive."""
-    from tuner.core.servers.tree import installed
-
     srv = installed(name)
     if srv.dist.kind == "host":
         raise UsageError(f"{name} is the host's own package; there is nothing to export (install it with apt)")

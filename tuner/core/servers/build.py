@@ -28,8 +28,8 @@ from tuner import __version__
 from tuner.core.errors import ServerError, ToolMissing, UsageError
 from tuner.core.server import Version
 from tuner.core.servers.distributions import DEBIAN_MIRROR, Distribution, get, known_names
-from tuner.core.servers.tree import (MANIFEST, InstalledServer, Manifest, installed, read_manifest, servers_dir, sha256_file,
-                                     tree_bytes, tree_launcher, write_manifest)
+from tuner.core.servers.tree import (MANIFEST, InstalledServer, Manifest, installed, read_manifest, servers_dir,
+                                     sha256_file, tree_bytes, tree_launcher, write_manifest)
 
 Progress = Callable[[str], None]
 

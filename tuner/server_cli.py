@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
+from tuner.core.errors import UsageError
 from tuner.core.server import inspect
 from tuner.core.servers import build, tree
 from tuner.core.servers.distributions import DISTRIBUTIONS, known_names
@@ -50,8 +51,6 @@ def cmd_install(args) -> int:
         srv = build.install_from_archive(args.from_archive, name=args.name, progress=_progress)
     else:
         if not args.name:
-            from tuner.core.errors import UsageError
-
             raise UsageError(f"name the server to install ({', '.join(known_names())}) or give --from-archive FILE")
         plan = build.plan_install(args.name, mirror=args.mirror)
         print(plan.render())

@@ -15,6 +15,7 @@ verifies its manifest against its binary and only then puts it in place.
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import os
 import re
 import shutil
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tuner import __version__
 from tuner.core.errors import ServerError, ToolMissing, UsageError
 from tuner.core.server import Version
 from tuner.core.servers.distributions import DEBIAN_MIRROR, Distribution, get, known_names
@@ -121,7 +121,7 @@ def _register_host(plan: InstallPlan, progress: Progress) -> InstalledServer:
     manifest = Manifest(name=dist.name, flavor=dist.flavor.value, series=dist.series, kind="host", suite=None,
                         mirror=None, packages={dist.main_package: pkg_version}, binary=dist.binary,
                         binary_sha256=sha256_file(binary), version_string=text, version=str(version),
-                        build_date=_now(), innotier_version=__version__, tree_bytes=0,
+                        build_date=_now(), innotier_version=innotier_version(), tree_bytes=0,
                         notes=["host package: an apt upgrade changes the binary; run `server remove` and "
                                "`server install` again after one"])
     plan.target.mkdir(parents=True, exist_ok=True)
@@ -221,7 +221,7 @@ def _build_tree(plan: InstallPlan, progress: Progress) -> InstalledServer:
         manifest = Manifest(name=dist.name, flavor=dist.flavor.value, series=dist.series, kind="tree",
                             suite=dist.suite, mirror=plan.mirror, packages=packages, binary=dist.binary,
                             binary_sha256=sha256_file(root / dist.binary), version_string=text,
-                            version=str(version), build_date=_now(), innotier_version=__version__,
+                            version=str(version), build_date=_now(), innotier_version=innotier_version(),
                             build_seconds=round(time.monotonic() - t0, 1), tree_bytes=tree_bytes(root))
         write_manifest(staging, manifest)
         log.unlink(missing_ok=True)
@@ -230,6 +230,14 @@ def _build_tree(plan: InstallPlan, progress: Progress) -> InstalledServer:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return InstalledServer(dist=dist, path=plan.target, manifest=manifest)
+
+
+def innotier_version() -> str:
+    """The installed innotier's version (the kernel does not import the application package for it)."""
+    try:
+        return importlib.metadata.version("innotier")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _now() -> str:

@@ -79,6 +79,24 @@ def test_tree_whose_binary_was_replaced_is_refused(mysql_9_7, private_cache, inn
     assert not (innotier_home / "sandboxes" / "replaced").exists()
 
 
+def test_a_binary_rewritten_after_verification_is_refused(private_cache):
+    """The verified stamp (stat of the hashed binary) does not hide a later change of the same size."""
+    path = private_cache / "servers" / "mariadb-10.11"
+    path.mkdir(parents=True)
+    binary = path / "mariadbd"
+    binary.write_bytes(b"A" * 4096)
+    manifest = build.Manifest(name="mariadb-10.11", flavor="mariadb", series="10.11", kind="host", suite=None,
+                              mirror=None, packages={}, binary=str(binary), binary_sha256=tree.sha256_file(binary),
+                              version_string="", version="10.11.0", build_date="", innotier_version="")
+    srv = tree.InstalledServer(dist=distributions.get("mariadb-10.11"), path=path, manifest=manifest)
+    srv.verify()
+    assert (path / tree.VERIFIED).is_file()
+    srv.verify()  # unchanged: the stamp matches
+    binary.write_bytes(b"B" * 4096)
+    with pytest.raises(SandboxError, match="does not match its manifest"):
+        srv.verify()
+
+
 def test_archive_that_no_longer_serves_the_series_is_named():
     dist = distributions.get("mysql-9.7")
     with pytest.raises(ServerError, match="no longer serves mysql-9.7.*--from-archive"):

@@ -29,7 +29,7 @@ from tuner.core.errors import ServerError, ToolMissing, UsageError
 from tuner.core.server import Version
 from tuner.core.servers.distributions import DEBIAN_MIRROR, Distribution, get, known_names
 from tuner.core.servers.tree import (MANIFEST, InstalledServer, Manifest, installed, read_manifest, servers_dir,
-                                     sha256_file, tree_bytes, tree_launcher, write_manifest)
+                                     sha256_file, tree_bytes, tree_launcher, VERIFIED, write_manifest)
 
 Progress = Callable[[str], None]
 
@@ -260,8 +260,9 @@ def export(name: str, file: str | os.PathLike, progress: Progress = _quiet) -> P
         raise ToolMissing("zstd is not installed; install it with `apt-get install zstd`")
     tmp = out.with_name(out.name + ".part")
     progress(f"writing {out} (zstd -3)")
-    proc = subprocess.run(["tar", "-C", str(servers_dir()), "--use-compress-program=zstd -3 -T0", "-cf", str(tmp),
-                           srv.dist.name], capture_output=True, text=True)
+    proc = subprocess.run(["tar", "-C", str(servers_dir()), "--use-compress-program=zstd -3 -T0",
+                           f"--exclude={srv.dist.name}/{VERIFIED}", "-cf", str(tmp), srv.dist.name],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise ServerError(f"writing {out} failed: {proc.stderr.strip()}; check the space and permissions there")

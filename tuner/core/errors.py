@@ -70,3 +70,9 @@ class CliWiringError(InnotierError):
     """A CLI module listed for start-up could not be wired in (import failed, no register())."""
 
     exit_code = 70  # EX_SOFTWARE: the installation is broken, not the user's input
+
+
+class FleetError(InnotierError):
+    """A fleet operation (Ansible over SSH) cannot start, or hosts failed."""
+
+    exit_code = 11

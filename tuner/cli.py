@@ -26,6 +26,7 @@ REGISTRARS = (
     "tuner.tpcc.tpcc_cli",         # tpcc load/run/check
     "tuner.sweep.sweep_cli",        # sweep plan/run/report, results ..., demo
     "exporters.exporter_cli",          # exporter, dashboards
+    "tuner.fleet.fleet_cli",        # fleet ping/install/tpcc/sweep (Ansible)
 )
 
 

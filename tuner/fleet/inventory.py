@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ansible_runner.interface import get_inventory
-
 from tuner.core.errors import FleetError
 from tuner.fleet.runner import check_ansible
 
@@ -64,6 +62,8 @@ def load_inventory(path: str | Path) -> Inventory:
     if not p.exists():
         raise FleetError(f"inventory {p} does not exist; give -i PATH of an Ansible inventory (INI or YAML)")
     check_ansible()
+    from ansible_runner.interface import get_inventory  # deferred: ~0.3 s of start-up (see runner.run_playbook)
+
     out, err = get_inventory("list", [str(p.resolve())], response_format="json", quiet=True)
     if not out:
         raise FleetError(f"Ansible could not read inventory {p}: {(err or '').strip()[:300]}; fix the file")

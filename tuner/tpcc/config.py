@@ -24,6 +24,8 @@ class RunConfig:
     tool_path: str | None = None  # external driver's path (adapters)
     workers: int | None = None  # client processes (default: chosen from clients and cores)
     labels: dict[str, str] = field(default_factory=dict)  # run info for results and exporter (tier, profile...)
+    shard: Any = None  # tuner.tpcc.shard.Shard: this run is shard I of N (clients is then the fleet's total)
+    start_at: float | None = None  # shared wall-clock start of a sharded run (epoch seconds)
 
     def validate(self) -> "RunConfig":
         if self.clients < 1:

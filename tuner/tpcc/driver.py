@@ -45,6 +45,7 @@ from tuner.core.measure import Measurement, RunResult
 from tuner.tpcc import delivery, mix, new_order, order_status, payment, procedures, schema, stock_level
 from tuner.tpcc.config import RunConfig
 from tuner.tpcc.session import Rollback, Session, classify
+from tuner.tpcc.shard import home_of
 from tuner.tpcc.terminal import RunConstants, Terminal
 
 MODULES = {m.OP: m for m in (new_order, payment, order_status, delivery, stock_level)}
@@ -82,6 +83,9 @@ class RunPlan:
     max_connections: int
     server: str
     constants: dict[str, int]  # NURand C-Run values (clause 2.1.6)
+    shard: str | None = None  # "I/N" when this run is one shard of a fleet run (tuner/tpcc/shard.py)
+    home_warehouses: tuple[int, int] | None = None  # the shard's first and last home warehouse
+    start_at: float | None = None  # shared wall-clock start (epoch seconds) of a sharded run
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -166,12 +170,15 @@ def preflight(spec, cfg: RunConfig) -> RunPlan:
         cur.close()
     finally:
         conn.close()
-    workers = cfg.workers or default_workers(cfg.clients)
+    clients = cfg.shard.clients(cfg.clients) if cfg.shard else cfg.clients
+    home = cfg.shard.warehouses(warehouses) if cfg.shard else None
+    workers = cfg.workers or default_workers(clients)
     if workers < 1:
         raise UsageError(f"--workers {workers} is not valid; give 1 or more")
-    workers = min(workers, cfg.clients)
-    return RunPlan(database=db, mode=cfg.mode, clients=cfg.clients, warehouses=warehouses, loaded_warehouses=loaded,
-                   workers=workers, clients_per_worker=[len(c) for c in client_split(cfg.clients, workers)],
+    workers = min(workers, clients)
+    return RunPlan(database=db, mode=cfg.mode, clients=clients, warehouses=warehouses, loaded_warehouses=loaded,
+                   workers=workers, clients_per_worker=[len(c) for c in client_split(clients, workers)],
+                   shard=str(cfg.shard) if cfg.shard else None, home_warehouses=home, start_at=cfg.start_at,
                    warmup=cfg.warmup, duration=cfg.duration, interval=cfg.interval,
                    keying_and_think=cfg.keying_and_think, max_connections=max_connections,
                    server=str(server), constants=constants.to_dict())
@@ -194,6 +201,7 @@ class WorkerTask:
     interval: float
     keying_and_think: bool
     seed: int
+    home_warehouses: tuple[int, int] | None = None  # a shard's own warehouses (None: all)
 
 
 @dataclass
@@ -281,6 +289,8 @@ def worker_main(task: WorkerTask, out: Any, go: Any, abort: Any, t0: Any) -> Non
     threads = []
     for c, s in zip(task.clients, sessions):
         term = Terminal.for_client(c, task.warehouses, task.constants, seed=rng.randrange(1 << 62))
+        if task.home_warehouses:
+            term.w_id, term.d_id = home_of(c, *task.home_warehouses)
         th = threading.Thread(target=_terminal_loop, args=(task, term, s, st), daemon=True, name=f"terminal-{c}")
         threads.append(th)
     delay = start - time.monotonic()
@@ -302,13 +312,14 @@ def worker_main(task: WorkerTask, out: Any, go: Any, abort: Any, t0: Any) -> Non
         if kind == "end":
             break
     st.stop.set()
+    for th in threads:  # let in-flight transactions finish first, so the final snapshot holds every attempt
+        th.join(timeout=30)
     with st.lock:
         st.m.finish()
         final = st.m.snapshot()
     if st.lost:
         out.put(("lost", task.worker, st.lost[0], final))
-    for th in threads:
-        th.join(timeout=30)
+        final = None  # the parent merges it from the "lost" message
     for s in sessions:
         s.close()
     ru = resource.getrusage(resource.RUSAGE_SELF)
@@ -366,7 +377,8 @@ class _Run:
             task = WorkerTask(worker=k, spec=self.spec, mode=self.plan.mode, clients=clients,
                               warehouses=self.plan.warehouses, constants=constants, warmup=self.plan.warmup,
                               duration=self.plan.duration, interval=self.plan.interval,
-                              keying_and_think=self.plan.keying_and_think, seed=rng.randrange(1 << 62))
+                              keying_and_think=self.plan.keying_and_think, seed=rng.randrange(1 << 62),
+                              home_warehouses=self.plan.home_warehouses)
             p = self.ctx.Process(target=worker_main, args=(task, self.out, self.go, self.abort, self.t0),
                                  name=f"innotier-tpcc-worker-{k}", daemon=True)
             p.start()
@@ -406,8 +418,14 @@ class _Run:
     def drive(self) -> RunResult:
         plan, m = self.plan, self.m
         sched = schedule(plan.warmup, plan.duration, plan.interval)
-        wall0 = time.time() + START_DELAY
-        self.t0.value = time.monotonic() + START_DELAY
+        delay = START_DELAY
+        if plan.start_at is not None:  # a shard: every shard of the run starts at the same wall-clock time
+            delay = plan.start_at - time.time()
+            if delay < START_DELAY:
+                raise WorkloadError(f"the shared start time passed {-delay:.1f} s before this shard was ready; "
+                                    "give a later --start-at (more lead time for connecting)")
+        wall0 = time.time() + delay
+        self.t0.value = time.monotonic() + delay
         self.go.set()
         if plan.warmup <= 0:
             m.start_measuring()
@@ -438,7 +456,7 @@ class _Run:
                 m.merge(msg[3], measured=m.phase == "measure")
                 break
             elif kind == "done":
-                self.worker_info[msg[1]] = msg[2]
+                self._done(msg)
             while k_next in pending and len(pending[k_next]) == n:
                 offset, what = sched[k_next]
                 measured = what not in ("warmup", "start")
@@ -480,12 +498,20 @@ class _Run:
                     break
                 continue
             if msg[0] == "done":
-                self.worker_info[msg[1]] = msg[2]
+                self._done(msg)
         for p in self.procs:
             p.join(timeout=10)
             if p.is_alive():
                 p.kill()
                 p.join(timeout=5)
+
+    def _done(self, msg) -> None:
+        """A worker finished: keep its resource use, fold its last attempts into the cumulative counts."""
+        info = dict(msg[2])
+        final = info.pop("final", None)
+        if final:
+            self.m.merge(final, measured=False)
+        self.worker_info[msg[1]] = info
 
     def result(self, start: tuple[int, int] | None, end: tuple[int, int] | None) -> RunResult:
         plan, m = self.plan, self.m
@@ -506,7 +532,19 @@ class _Run:
             "client_rss_bytes": worker_rss,
             "parent_rss_bytes": ru_self.ru_maxrss * 1024,
             "labels": dict(self.cfg.labels),
+            # exact, mergeable figures for shards (tuner.fleet.merge): the measured window's latency
+            # histograms, every attempt from connect to disconnect, the server counters at the window's ends
+            "histograms": {op: h.to_dict() for op, h in m.total.items() if h.count},
+            "all_counts": {op: dict(v) for op, v in m.all_counts.items()},
+            "server_counters": {"start": list(start) if start else None, "end": list(end) if end else None},
+            "measure_started": m.measure_started,
         }
+        if getattr(m, "interval_histograms", None) is not None:
+            extra["interval_histograms"] = m.interval_histograms
+        if plan.shard:
+            extra["shard"] = plan.shard
+            extra["home_warehouses"] = list(plan.home_warehouses or ())
+            extra["start_at"] = plan.start_at
         return RunResult.from_measurement(
             m, driver="builtin", mode=plan.mode, warehouses=plan.warehouses, clients=plan.clients,
             warmup_seconds=plan.warmup, nopm=nopm, tpm=tpm, complete=self.failure is None,
@@ -536,7 +574,15 @@ def run(spec, cfg: RunConfig, measurement: Measurement | None = None,
     if plan.mode == "procedures":
         conn = spec.connect()
         try:
-            procedures.install(conn, plan.database)
+            tries = 3 if cfg.shard else 1  # the shards of one fleet run may install at the same moment
+            for attempt in range(tries):
+                try:
+                    procedures.install(conn, plan.database)
+                    break
+                except ServerError:
+                    if attempt == tries - 1:
+                        raise
+                    time.sleep(0.5 + random.random())
         finally:
             conn.close()
     m = measurement or Measurement()

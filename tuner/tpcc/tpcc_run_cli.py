@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from tuner.core.cliutil import add_connection_args, connection_from_args, parse_key_values, print_json
@@ -12,6 +13,7 @@ from tuner.core.measure import Measurement, OPS
 from tuner.tpcc.config import MODES, RunConfig
 from tuner.tpcc import adapters, driver
 from tuner.core.durable import write_json_atomic
+from tuner.tpcc.shard import Shard, ShardMeasurement, parse_start_at
 
 DRIVERS = ("builtin", "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc")
 
@@ -37,6 +39,12 @@ def register(sub) -> None:
                    help="use TPC-C keying and think times (off by default, as the peers)")
     p.add_argument("--metrics-listen", metavar="HOST:PORT",
                    help="serve the run's metrics for Prometheus while it runs, e.g. 127.0.0.1:9623")
+    p.add_argument("--metrics-linger", type=float, default=0.0, metavar="S",
+                   help="keep serving metrics S seconds after the run, so Prometheus scrapes the final values")
+    p.add_argument("--shard", metavar="I/N", help="run shard I (0-based) of N: its share of --clients (the fleet's "
+                                                   "total) on its own block of warehouses (see `innotier fleet tpcc`)")
+    p.add_argument("--start-at", metavar="TIME", help="with --shard: the shared start, epoch seconds, ISO 8601 with a "
+                                                      "zone, or +S from now; every shard's intervals align on it")
     p.add_argument("--label", action="append", metavar="KEY=VALUE", help="run label (tier, profile...); repeatable")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the result as JSON to FILE")
@@ -51,6 +59,15 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                     workers=args.workers, labels=parse_key_values(args.label, "--label"))
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers} is not valid; give 1 or more")
+    if args.start_at and not args.shard:
+        raise UsageError("--start-at applies to sharded runs; give --shard I/N too, or drop --start-at")
+    if args.shard:
+        if args.driver != "builtin":
+            raise UsageError(f"--shard needs the built-in driver; {args.driver} cannot run a share of a fleet run")
+        cfg.shard = Shard.parse(args.shard)
+        cfg.start_at = parse_start_at(args.start_at) if args.start_at else None
+        cfg.labels.setdefault("driver_id", str(cfg.shard.index))  # one series per shard; sum() adds them up
+        cfg.labels.setdefault("shard", str(cfg.shard))
     return cfg.validate()
 
 
@@ -60,7 +77,7 @@ def handle(args: argparse.Namespace) -> int:
     exporter = None
     measurement = None
     if cfg.driver == "builtin":
-        measurement = Measurement()
+        measurement = ShardMeasurement() if cfg.shard else Measurement()
     if args.metrics_listen:
         exporter = _start_exporter(measurement, args.metrics_listen, cfg, spec)
     try:
@@ -70,6 +87,8 @@ def handle(args: argparse.Namespace) -> int:
             result = adapters.get(cfg.driver).run(spec, cfg)
     finally:
         if exporter is not None:
+            if args.metrics_linger > 0:
+                time.sleep(args.metrics_linger)
             exporter.stop()
     if args.output:
         write_json_atomic(args.output, result.to_dict())

@@ -1,0 +1,87 @@
+"""The wheel of the running innotier and a wheelhouse of its dependencies, for offline installs on hosts.
+
+Fleet hosts often reach no package index (database servers in a closed network), so the install playbook
+copies a wheelhouse and installs with ``pip --no-index``.  The controller builds it:
+
+- innotier's own wheel from the source tree this innotier runs from (``pip wheel --no-deps``), or a wheel
+  the user gives (``--wheel``);
+- its dependencies with ``pip download`` into a per-machine cache (``innotier_cache()/wheelhouse``),
+  where they stay: a second install downloads nothing.
+
+The hosts need the same Python minor version and platform as the controller (wheels are binary).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import tuner
+from tuner.core.errors import FleetError
+from tuner.core.paths import innotier_cache
+
+
+@dataclass
+class Wheelhouse:
+    directory: Path  # holds every wheel the install needs
+    wheel: Path  # innotier's own wheel (inside directory)
+    version: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"directory": str(self.directory), "wheel": self.wheel.name, "version": self.version}
+
+
+def source_tree() -> Path | None:
+    """The checkout this innotier runs from (editable install), or None for an installed wheel."""
+    root = Path(tuner.__file__).resolve().parent.parent
+    return root if (root / "setup.cfg").is_file() and (root / "tuner").is_dir() else None
+
+
+def _pip(*args: str, what: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
+        raise FleetError(f"{what} failed: {' | '.join(tail)}; fix the cause or give --wheel and a reachable index")
+
+
+def build_wheel(out: Path, wheel: str | None = None) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    if wheel:
+        src = Path(wheel)
+        if not src.is_file() or not src.name.startswith("innotier-") or src.suffix != ".whl":
+            raise FleetError(f"--wheel {wheel} is not an innotier wheel file; give the path of innotier-*.whl")
+        dst = out / src.name
+        shutil.copy2(src, dst)
+        return dst
+    tree = source_tree()
+    if tree is None:
+        raise FleetError("this innotier was installed from a wheel and cannot rebuild it; give --wheel PATH "
+                         "(the innotier-*.whl it was installed from)")
+    for old in out.glob("innotier-*.whl"):
+        old.unlink()
+    _pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(tree), what="building innotier's wheel")
+    found = sorted(out.glob("innotier-*.whl"))
+    if not found:
+        raise FleetError(f"pip built no innotier wheel in {out}; run `pip wheel {tree}` to see why")
+    return found[-1]
+
+
+def build_wheelhouse(workdir: Path, wheel: str | None = None, echo=print) -> Wheelhouse:
+    """innotier's wheel in ``workdir`` plus its dependencies (cached per machine), all in one directory."""
+    deps = innotier_cache() / "wheelhouse" / f"py{sys.version_info.major}{sys.version_info.minor}"
+    deps.mkdir(parents=True, exist_ok=True)
+    own = build_wheel(workdir / "own", wheel)
+    echo(f"fleet: innotier wheel {own.name}; dependencies cached in {deps}")
+    _pip("download", "-q", "--only-binary=:all:", "-d", str(deps), str(own), what="downloading the dependencies")
+    house = workdir / "wheelhouse"
+    if house.exists():
+        shutil.rmtree(house)
+    house.mkdir(parents=True)
+    for w in deps.glob("*.whl"):
+        if not w.name.startswith("innotier-"):
+            (house / w.name).symlink_to(w)
+    shutil.copy2(own, house / own.name)
+    return Wheelhouse(directory=house, wheel=house / own.name, version=tuner.__version__)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what innotier needs on a fresh Debian 12 machine, and nothing that is already there.
 #   - apt packages (needs root): MariaDB server/client/backup, sysbench, fio, Prometheus and two exporters,
-#     percona-toolkit, apparmor (apparmor_parser), systemd (systemd-analyze), file-system tools, python3-venv
+#     percona-toolkit, apparmor (apparmor_parser), systemd (systemd-analyze), file-system tools, python3-venv,
+#     openssh-server + iproute2 (the fleet tests start their own sshd in network namespaces they make)
 #   - a virtualenv in .venv with innotier and its Python dependencies (no root needed)
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
@@ -12,6 +13,7 @@ APT_PACKAGES=(
   sysbench fio percona-toolkit
   prometheus prometheus-node-exporter prometheus-mysqld-exporter
   apparmor systemd
+  openssh-server openssh-client iproute2
   e2fsprogs xfsprogs btrfs-progs f2fs-tools util-linux kmod
   python3 python3-venv python3-pip
   debootstrap zstd   # server trees of MySQL 9.7 / MariaDB 11.8 from Debian sid/trixie (innotier server install)
@@ -30,10 +32,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  # the packages' own services are not needed (innotier starts private servers); where systemd runs, stop them
+  # the packages' own services are not needed (innotier starts private servers, the fleet tests their own
+  # sshd): without systemd, a temporary policy-rc.d keeps the maintainer scripts from starting them
+  policy=""
+  if [ ! -d /run/systemd/system ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && policy=1
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -n "$policy" ] && rm -f /usr/sbin/policy-rc.d
   if [ -d /run/systemd/system ]; then
-    systemctl disable --now mariadb prometheus prometheus-node-exporter prometheus-mysqld-exporter >/dev/null 2>&1 || true
+    systemctl disable --now mariadb prometheus prometheus-node-exporter prometheus-mysqld-exporter ssh >/dev/null 2>&1 || true
   fi
 fi
 

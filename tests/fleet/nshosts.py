@@ -37,7 +37,8 @@ SSHD = "/usr/sbin/sshd"
 
 
 def sh(*cmd: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(list(cmd), check=check, timeout=timeout, capture_output=True, text=True)
+    # cwd /: a host must not see the controller's checkout as its current directory
+    return subprocess.run(list(cmd), check=check, timeout=timeout, capture_output=True, text=True, cwd="/")
 
 
 def missing_tools() -> list[str]:
@@ -140,7 +141,7 @@ class NsFleet:
                 "ansible_ssh_private_key_file": str(self.key),
                 "ansible_ssh_common_args": f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes",
                 "ansible_python_interpreter": "/usr/bin/python3",
-                "innotier_home": str(h.home), "innotier_venv": str(h.venv),
+                "innotier_home": str(h.home), "innotier_venv": str(h.venv), "innotier_stage": str(h.root / "stage"),
                 "innotier_tiers": {"fast": str(h.tier)},
                 **h.extra_vars,
             }

@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from tuner.core.cliutil import print_json
 from tuner.core.durable import write_json_atomic
 from tuner.core.errors import FleetError
 from tuner.core.paths import innotier_home
+from tuner.fleet import sweep as fleet_sweep
 from tuner.fleet import tpcc as fleet_tpcc
 from tuner.fleet.inventory import load_inventory
 from tuner.fleet.runner import PLAYBOOKS, PlaybookRun, run_playbook
@@ -72,6 +74,26 @@ def register(sub) -> None:
     t.add_argument("-o", "--output", metavar="FILE", help="also write the merged result as JSON to FILE")
     t.set_defaults(func=cmd_tpcc)
 
+    sw = s.add_parser("sweep", help="the same sweep on every db host in parallel, merged into one results database",
+                      description="Each host of the db group runs `innotier sweep run` on its own copy of the spec "
+                                  "(tiers named in its innotier_tiers host variable placed on its directories). Each "
+                                  "host's results come back and are merged with a host dimension; `innotier sweep "
+                                  "report RUN` then compares hosts. Run it again to resume every host.")
+    sw.add_argument("spec", help="a spec file, or a shipped spec name")
+    _inv(sw)
+    sw.add_argument("--group", default="db", help="inventory group of the database hosts (default db)")
+    sw.add_argument("--results", metavar="PATH", help="merged results database (default $INNOTIER_HOME/results.db)")
+    sw.add_argument("--out", metavar="DIR", help="per-host specs, logs and fetched databases "
+                                                 "(default $INNOTIER_HOME/fleet/sweep-NAME)")
+    sw.add_argument("--dry-run", action="store_true", help="print the plan (and write the per-host specs) and stop")
+    sw.add_argument("--json", action="store_true")
+    sw.set_defaults(func=cmd_sweep)
+
+    sn = s.add_parser("snapshot-results", help="(on a host) consistent copy of a results database, for fetching")
+    sn.add_argument("--results", required=True, metavar="PATH")
+    sn.add_argument("--to", required=True, metavar="PATH")
+    sn.set_defaults(func=cmd_snapshot)
+
 
 def _inv(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--inventory", required=True, metavar="INVENTORY", help="Ansible inventory (INI or YAML)")
@@ -102,7 +124,7 @@ def cmd_install(args) -> int:
     load_inventory(args.inventory)
     work = innotier_home() / "fleet" / "install"
     house = build_wheelhouse(work, args.wheel, echo=lambda s: print(s, file=sys.stderr))
-    extravars = {"innotier_wheelhouse": str(house.directory), "innotier_wheel": house.wheel.name,
+    extravars = {"innotier_wheelhouse": str(house.archive), "innotier_wheel": house.wheel.name,
                  "innotier_version": house.version, "fleet_hosts": args.hosts}
     run = run_playbook("install", args.inventory, extravars, work / "ansible")
     _report_hosts(run)
@@ -139,4 +161,36 @@ def cmd_tpcc(args) -> int:
     if not r.complete:
         print(f"innotier: the fleet run did not complete: {r.failure}", file=sys.stderr)
         return 8
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    inv = load_inventory(args.inventory)
+    p = fleet_sweep.plan(inv, args.spec, Path(args.out) if args.out else None,
+                         Path(args.results) if args.results else None, group=args.group)
+    print(p.describe(), file=sys.stderr)
+    if args.dry_run:
+        return 0
+    t0 = time.monotonic()
+    outcome = fleet_sweep.apply(p, args.inventory)
+    if args.json:
+        print_json({**outcome.to_dict(), "seconds": round(time.monotonic() - t0, 1)})
+    else:
+        for h in p.hosts:
+            o = outcome.playbook.hosts.get(h)
+            state = "ok" if o and o.status == "ok" else (o.status.upper() if o else "NO ANSWER")
+            print(f"{h:20s} {state:12s} {outcome.merged_cells.get(h, 0)} cells in the merged run"
+                  + (f"  {o.message}" if o and o.message else ""))
+        print(f"merged run {p.run_id} in {p.results} ({time.monotonic() - t0:.0f} s); "
+              f"compare the hosts with `innotier sweep report {p.run_id} --results {p.results} -o DIR`")
+    if outcome.failed:
+        print(f"innotier: {len(outcome.failed)} host(s) did not finish: {', '.join(outcome.failed)}; their finished "
+              "cells are kept; run the same command again to resume them", file=sys.stderr)
+        return 11
+    return 0
+
+
+def cmd_snapshot(args) -> int:
+    n = fleet_sweep.snapshot_results(Path(args.results), Path(args.to))
+    print(f"{n} finished cells copied to {args.to}")
     return 0

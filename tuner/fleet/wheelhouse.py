@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,9 +30,11 @@ class Wheelhouse:
     directory: Path  # holds every wheel the install needs
     wheel: Path  # innotier's own wheel (inside directory)
     version: str
+    archive: Path  # the directory as one tar file: one transfer per host instead of one per wheel
 
     def to_dict(self) -> dict[str, str]:
-        return {"directory": str(self.directory), "wheel": self.wheel.name, "version": self.version}
+        return {"directory": str(self.directory), "wheel": self.wheel.name, "version": self.version,
+                "archive": str(self.archive)}
 
 
 def source_tree() -> Path | None:
@@ -84,4 +87,8 @@ def build_wheelhouse(workdir: Path, wheel: str | None = None, echo=print) -> Whe
         if not w.name.startswith("innotier-"):
             (house / w.name).symlink_to(w)
     shutil.copy2(own, house / own.name)
-    return Wheelhouse(directory=house, wheel=house / own.name, version=tuner.__version__)
+    archive = workdir / "wheelhouse.tar"
+    with tarfile.open(archive, "w") as tar:  # wheels are compressed already
+        for w in sorted(house.iterdir()):
+            tar.add(w.resolve(), arcname=w.name)
+    return Wheelhouse(directory=house, wheel=house / own.name, version=tuner.__version__, archive=archive)

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 from tuner.core.errors import SweepError
 from tuner.core.paths import innotier_home
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: cells.host (fleet sweeps merge several hosts' cells into one database)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS cells (
     golden_json TEXT,
     environment_json TEXT,
     pt_summary TEXT,
+    host TEXT,
     PRIMARY KEY (run_id, cell_id)
 );
 CREATE TABLE IF NOT EXISTS timeline (
@@ -99,10 +100,10 @@ ON CONFLICT(run_id) DO UPDATE SET updated_at = excluded.updated_at, plan_json = 
 REPLACE_CELL = """
 INSERT OR REPLACE INTO cells (run_id, cell_id, idx, config_key, repeat, label, settings_json, status, failure,
     started_at, finished_at, phases_json, tpmc, nopm, tpm, result_json, check_ok, check_json, option_file,
-    server_version, variables_json, tiers_json, golden_json, environment_json, pt_summary)
+    server_version, variables_json, tiers_json, golden_json, environment_json, pt_summary, host)
 VALUES (:run_id, :cell_id, :idx, :config_key, :repeat, :label, :settings_json, :status, :failure,
     :started_at, :finished_at, :phases_json, :tpmc, :nopm, :tpm, :result_json, :check_ok, :check_json,
-    :option_file, :server_version, :variables_json, :tiers_json, :golden_json, :environment_json, :pt_summary)
+    :option_file, :server_version, :variables_json, :tiers_json, :golden_json, :environment_json, :pt_summary, :host)
 """
 DELETE_TIMELINE = "DELETE FROM timeline WHERE run_id = ? AND cell_id = ?"
 INSERT_POINT = """
@@ -153,6 +154,7 @@ class CellRecord:
     golden: dict[str, Any] | None = None
     environment: dict[str, Any] | None = None
     pt_summary: str | None = None
+    host: str | None = None  # the fleet host that ran the cell (None: this machine)
 
     @property
     def tpmc(self) -> float | None:
@@ -186,9 +188,18 @@ class ResultsStore:
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.conn.executescript(SCHEMA)
+        self._migrate()
         self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
                           (str(SCHEMA_VERSION),))
         os.chmod(self.path, 0o644)
+
+    def _migrate(self) -> None:
+        """Bring a database written by an older innotier to this schema (additive changes only)."""
+        cols = {r[1] for r in self.conn.execute("PRAGMA table_info(cells)")}
+        if "host" not in cols:  # schema 1 -> 2
+            with self._tx():
+                self.conn.execute("ALTER TABLE cells ADD COLUMN host TEXT")
+                self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '2')")
 
     def close(self) -> None:
         self.conn.close()
@@ -219,7 +230,7 @@ class ResultsStore:
             "result_json": _j(rec.result), "check_ok": None if rec.check_ok is None else int(rec.check_ok),
             "check_json": _j(rec.check), "option_file": rec.option_file, "server_version": rec.server_version,
             "variables_json": _j(rec.variables), "tiers_json": _j(rec.tiers), "golden_json": _j(rec.golden),
-            "environment_json": _j(rec.environment), "pt_summary": rec.pt_summary,
+            "environment_json": _j(rec.environment), "pt_summary": rec.pt_summary, "host": rec.host,
         }
         with self._tx():
             self.conn.execute(DELETE_TIMELINE, (rec.run_id, rec.cell_id))
@@ -291,7 +302,8 @@ class ResultsStore:
             result=_u(r["result_json"]), check=_u(r["check_json"]),
             check_ok=None if r["check_ok"] is None else bool(r["check_ok"]), option_file=r["option_file"],
             server_version=r["server_version"], variables=_u(r["variables_json"]), tiers=_u(r["tiers_json"]),
-            golden=_u(r["golden_json"]), environment=_u(r["environment_json"]), pt_summary=r["pt_summary"])
+            golden=_u(r["golden_json"]), environment=_u(r["environment_json"]), pt_summary=r["pt_summary"],
+            host=r["host"])
 
     def cell(self, run_id: str, cell_id: str) -> CellRecord:
         r = self.conn.execute("SELECT * FROM cells WHERE run_id = ? AND (cell_id = ? OR cell_id LIKE ?) "
@@ -315,7 +327,7 @@ class ResultsStore:
         """Flat rows (one per cell run) for CSV/JSON export."""
         for c in self.cells(run_id):
             lat = ((c.result or {}).get("latency_ms") or {}).get("new_order") or {}
-            row = {"run_id": c.run_id, "cell_id": c.cell_id, "idx": c.idx, "config_key": c.config_key,
+            row = {"run_id": c.run_id, "cell_id": c.cell_id, "host": c.host, "idx": c.idx, "config_key": c.config_key,
                    "repeat": c.repeat, "label": c.label, "status": c.status, "failure": c.failure,
                    "tpmc": c.tpmc, "nopm": (c.result or {}).get("nopm"), "tpm": (c.result or {}).get("tpm"),
                    "new_order_p50_ms": lat.get("p50"), "new_order_p95_ms": lat.get("p95"),

@@ -50,8 +50,8 @@ def fleet_server(ns_fleet, tmp_path_factory):
         conn = spec.connect()
         try:
             cur = conn.cursor()
-            cur.execute("CREATE USER 'fleet'@'10.213.0.%%' IDENTIFIED BY %s", (password,))
-            cur.execute("GRANT ALL ON tpcc.* TO 'fleet'@'10.213.0.%'")
+            cur.execute("CREATE USER %s@%s IDENTIFIED BY %s", ("fleet", "10.213.0.%", password))
+            cur.execute("GRANT ALL ON tpcc.* TO %s@%s", ("fleet", "10.213.0.%"))
             procedures.install(conn, "tpcc")
         finally:
             conn.close()

@@ -6,7 +6,11 @@ Layout (all addresses in 10.213.0.0/24, used only on the links made here)::
       veth itfvN <-> eth0 in namespace itf-N: 10.213.0.(10+N)/24, lo up, sshd on :22
 
 Every host gets, under one private directory: ``home/`` (its INNOTIER_HOME, named in the inventory's host
-vars), ``tier/`` (its own tmpfs mount), ``ssh/`` (host key, authorized key = the test's key, sshd_config).
+vars), ``tier/`` (its own tmpfs mount), ``ssh/`` (host key, authorized key = the test's key, sshd_config),
+``root/`` (root's home directory as the host's sshd sees it).  ``ip netns exec`` bind-mounts the files of
+/etc/netns/NAME/ over /etc/, so each host has its own /etc/passwd in which root's home is that directory
+and its shell /bin/sh: a session on a host never runs this machine's root shell start-up files (which may
+do anything, e.g. take a pyenv lock), and Ansible's remote temporary files stay per host.
 Ansible reaches the hosts with the test's key only (no password anywhere), and checks their host keys
 against a known_hosts file written here.
 
@@ -81,6 +85,14 @@ class NsHost:
     @property
     def ssh_dir(self) -> Path:
         return self.root / "ssh"
+
+    @property
+    def root_home(self) -> Path:
+        return self.root / "root"
+
+    @property
+    def etc(self) -> Path:
+        return Path("/etc/netns") / self.ns
 
     def exec(self, *cmd: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
         """Run a command inside this host's namespace."""
@@ -168,12 +180,29 @@ def _cleanup_names(count_hint: int = 16) -> None:
                 except (ProcessLookupError, ValueError):
                     pass
             sh("ip", "netns", "del", name, check=False)
+    for d in Path("/etc/netns").glob(f"{NS_PREFIX}*") if Path("/etc/netns").is_dir() else []:
+        shutil.rmtree(d, ignore_errors=True)
+    try:
+        Path("/etc/netns").rmdir()  # only when empty (ip-netns(8) users may keep files there)
+    except OSError:
+        pass
     for line in sh("ip", "-o", "link", "show", check=False).stdout.splitlines():
         parts = line.split(":")
         if len(parts) > 1:
             dev = parts[1].strip().split("@")[0]
             if dev.startswith(VETH_PREFIX) or dev == BRIDGE:
                 sh("ip", "link", "del", dev, check=False)
+
+
+def _passwd_with_root_home(home: Path) -> str:
+    """This machine's /etc/passwd with root's home directory and shell replaced."""
+    out = []
+    for line in Path("/etc/passwd").read_text().splitlines():
+        f = line.split(":")
+        if len(f) == 7 and f[0] == "root":
+            f[5], f[6] = str(home), "/bin/sh"
+        out.append(":".join(f))
+    return "\n".join(out) + "\n"
 
 
 def _keygen(path: Path, comment: str) -> None:
@@ -225,8 +254,9 @@ def create_fleet(root: Path, count: int) -> NsFleet:
     for i in range(1, count + 1):
         h = NsHost(index=i, root=root / f"h{i}")
         fleet.hosts.append(h)
-        for d in (h.home, h.tier, h.ssh_dir):
+        for d in (h.home, h.tier, h.ssh_dir, h.root_home, h.etc):
             d.mkdir(parents=True, exist_ok=True)
+        (h.etc / "passwd").write_text(_passwd_with_root_home(h.root_home))
         sh("mount", "-t", "tmpfs", "-o", "size=1G,mode=0755", f"itf-tier-{i}", str(h.tier))
         sh("ip", "netns", "add", h.ns)
         veth = f"{VETH_PREFIX}{i}"

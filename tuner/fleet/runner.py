@@ -116,6 +116,8 @@ def ansible_env(workdir: Path) -> dict[str, str]:
         "ANSIBLE_LOCAL_TEMP": str(workdir / "tmp"),
         "ANSIBLE_DEPRECATION_WARNINGS": "False",
         "ANSIBLE_TIMEOUT": "20",
+        # one SSH round trip per task instead of four (mkdir, put, exec, rm): the progress loops poll often
+        "ANSIBLE_PIPELINING": "True",
     }
 
 

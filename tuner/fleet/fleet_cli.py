@@ -22,6 +22,7 @@ from tuner.fleet.inventory import load_inventory
 from tuner.fleet.runner import PLAYBOOKS, PlaybookRun, run_playbook
 from tuner.fleet.wheelhouse import build_wheelhouse
 from tuner.tpcc.config import MODES
+from tuner.tpcc.tpcc_run_cli import print_result
 
 
 def register(sub) -> None:
@@ -152,8 +153,6 @@ def cmd_tpcc(args) -> int:
     if args.json:
         print_json(outcome.to_dict())
     else:
-        from tuner.tpcc.tpcc_run_cli import print_result
-
         print_result(r)
         for s in r.extra.get("per_shard", []):
             print(f"shard {s['shard']} on {s['host']}: {s['clients']} clients, warehouses {s['home_warehouses']}, "

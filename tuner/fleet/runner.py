@@ -81,12 +81,15 @@ class Progress:
         self.lock = threading.Lock()
         self.errors: dict[str, str] = {}
         self.last_line: dict[str, str] = {}
+        self.facts: dict[str, dict] = {}  # what setup tasks returned, per host
 
     def __call__(self, event: dict) -> bool:
         kind = event.get("event", "")
         data = event.get("event_data") or {}
         host = data.get("host") or data.get("remote_addr") or ""
         with self.lock:
+            if kind == "runner_on_ok" and (data.get("res") or {}).get("ansible_facts"):
+                self.facts.setdefault(host, {}).update(data["res"]["ansible_facts"])
             if kind == "playbook_on_task_start":
                 self.echo(f"fleet: task {data.get('task', '')}")
             elif kind == "runner_retry" and str(data.get("task", "")).startswith(PROGRESS_TASK_PREFIX):
@@ -166,12 +169,7 @@ def _outcome(name: str, r, handler) -> PlaybookRun:
             hosts[h] = HostOutcome(h, "failed", errors.get(h, "a task failed"))
         else:
             hosts[h] = HostOutcome(h, "ok")
-    facts = {}
-    for h in seen:
-        try:
-            facts[h] = r.get_fact_cache(h) or {}
-        except Exception:  # no fact cache for a host that never answered
-            facts[h] = {}
+    facts = {h: dict(f) for h, f in (getattr(handler, "facts", None) or {}).items()}
     if r.status in ("timeout", "canceled") and not hosts:
         raise FleetError(f"playbook {name} stopped ({r.status}) before any host reported; "
                          f"see {r.config.artifact_dir}")

@@ -97,15 +97,16 @@ def plan(inv: Inventory, spec_ref: str, out: Path | None = None, results: Path |
 def host_facts(ansible_facts: dict[str, Any], tiers: Any = None) -> dict[str, Any]:
     """The hardware facts a comparison between hosts needs, from Ansible's setup module."""
     f = ansible_facts or {}
-    proc = f.get("ansible_processor") or []
+
+    def get(name: str) -> Any:  # the setup module's keys carry the ansible_ prefix, the fact cache's not
+        return f.get(f"ansible_{name}", f.get(name))
+
+    proc = get("processor") or []
     model = next((p for p in proc[2::3] if p), None) if len(proc) >= 3 else (proc[-1] if proc else None)
-    return {
-        "cpu_model": model, "cpus": f.get("ansible_processor_vcpus"), "cores": f.get("ansible_processor_cores"),
-        "memory_mb": f.get("ansible_memtotal_mb"), "kernel": f.get("ansible_kernel"),
-        "distribution": " ".join(str(x) for x in (f.get("ansible_distribution"), f.get("ansible_distribution_version"))
-                                 if x) or None,
-        "hostname": f.get("ansible_hostname"), "tiers": tiers,
-    }
+    distro = " ".join(str(x) for x in (get("distribution"), get("distribution_version")) if x)
+    return {"cpu_model": model, "cpus": get("processor_vcpus"), "cores": get("processor_cores"),
+            "memory_mb": get("memtotal_mb"), "kernel": get("kernel"), "distribution": distro or None,
+            "hostname": get("hostname"), "tiers": tiers}
 
 
 def snapshot_results(src: Path, dst: Path) -> int:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -56,39 +55,6 @@ def cli(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess:
     return r
 
 
-def server(fleet, warehouses: int):
-    from tuner.core import sandbox as sbx
-    from tuner.tpcc import procedures
-    from tuner.tpcc.loader import load
-
-    sb = sbx.create("fleetbench", page_size="16k",
-                    options={"bind_address": fleet.controller_addr, "innodb_buffer_pool_size": "512M"})
-    sb.start()
-    spec = sb.connection_spec()
-    load(spec, warehouses=warehouses, database="tpcc", drop=True, progress=False)
-    password = secrets.token_urlsafe(18)
-    conn = spec.connect()
-    cur = conn.cursor()
-    cur.execute("CREATE USER %s@%s IDENTIFIED BY %s", ("fleet", "10.213.0.%", password))
-    cur.execute("GRANT ALL ON tpcc.* TO %s@%s", ("fleet", "10.213.0.%"))
-    procedures.install(conn, "tpcc")
-    conn.close()
-    cnf = fleet.root / "fleet-client.cnf"
-    fd = os.open(cnf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"[client]\nuser = fleet\npassword = {password}\n")
-    return sb, spec, cnf
-
-
-def next_o_id(spec) -> int:
-    conn = spec.connect()
-    cur = conn.cursor()
-    cur.execute("SELECT SUM(d_next_o_id) FROM tpcc.district")
-    v = int(cur.fetchone()[0])
-    conn.close()
-    return v
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=2)
@@ -103,7 +69,6 @@ def main() -> int:
     os.environ["INNOTIER_HOME"] = str(work / "controller")
     out: dict = {"loadavg_start": open("/proc/loadavg").read().split()[:3], "hosts": a.hosts}
     fleet = nshosts.create_fleet(work / "fleet", a.hosts)
-    sb = None
     try:
         idx = list(range(a.hosts))
         inv = fleet.write_inventory(work / "inv.yml", {"db": idx, "drivers": idx},
@@ -113,31 +78,8 @@ def main() -> int:
         out["install_seconds"] = round(time.monotonic() - t, 1)
 
         # 1. sharded TPC-C
-        sb, spec, cnf = server(fleet, warehouses=max(2, a.hosts))
-        before = next_o_id(spec)
-        cli("fleet", "tpcc", "-i", str(inv), "--clients", str(a.clients), "--warmup", "5", "--duration",
-            f"{a.duration:g}", "--interval", "5", "--host", fleet.controller_addr, "--port", str(sb.port),
-            "--defaults-file", str(cnf), "--lead", "25", "--out", str(work / "tpcc"), "-o", str(work / "merged.json"))
-        after = next_o_id(spec)
-        merged = json.loads((work / "merged.json").read_text())
-        cores = os.cpu_count() or 1
-        shards = []
-        for s in merged["extra"]["per_shard"]:
-            res = json.loads((work / "tpcc" / f"{s['host']}.json").read_text())
-            all_no = res["extra"]["all_counts"]["new_order"]["commit"]
-            cpu = res["extra"]["client_cpu_seconds"] + res["extra"]["parent_cpu_seconds"]
-            per_1000 = cpu / all_no * 1000 if all_no else None
-            no_per_s = s["tpmc"] / 60
-            shards.append({"shard": s["shard"], "host": s["host"], "tpmc": s["tpmc"], "cpu_s": round(cpu, 2),
-                           "cpu_s_per_1000_new_orders": round(per_1000, 3) if per_1000 else None,
-                           "shards_per_driver_host": round(cores / (per_1000 / 1000 * no_per_s), 1)
-                           if per_1000 and no_per_s else None})
-        out["tpcc"] = {"clients": a.clients, "tpmc": merged["tpmc"], "nopm": merged["nopm"],
-                       "merged_new_orders": merged["extra"]["all_counts"]["new_order"]["commit"],
-                       "server_new_orders": after - before, "shards": shards, "driver_host_cores": cores}
-        sb.stop("clean")
-        sb.destroy(force=True)
-        sb = None
+        with nshosts.bridge_sandbox(fleet, "fleetbench", warehouses=max(2, a.hosts), buffer_pool="512M") as srv:
+            out["tpcc"] = bench_tpcc(a, fleet, inv, work, *srv[:3])
 
         # 2. fleet sweep against the same cell runs on one host
         spec_fleet = work / "fleet-bench.yaml"
@@ -159,8 +101,6 @@ def main() -> int:
         out["sweep"] = {"cell_runs": 2 * a.hosts, "fleet_seconds": round(fleet_s, 1),
                         "one_host_seconds": round(one_s, 1), "speedup": round(one_s / fleet_s, 2)}
     finally:
-        if sb is not None:
-            sb.stop("kill")
         nshosts.destroy_fleet(fleet)
         subprocess.run(["rm", "-rf", str(work)], check=False)
     out["loadavg_end"] = open("/proc/loadavg").read().split()[:3]

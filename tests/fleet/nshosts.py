@@ -20,8 +20,10 @@ without cleaning up leaves names that the next one removes first.  Every wait is
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -291,3 +293,46 @@ def destroy_fleet(fleet: NsFleet) -> None:
             fcntl.flock(fleet._lock_fd, fcntl.LOCK_UN)
             os.close(fleet._lock_fd)
             fleet._lock_fd = None
+
+
+@contextlib.contextmanager
+def bridge_sandbox(fleet: NsFleet, name: str, warehouses: int, buffer_pool: str = "256M"):
+    """A MariaDB sandbox listening on the bridge address (the hosts reach it there), TPC-C loaded with
+    procedures installed, and an account for the hosts whose password sits only in a 0600 option file.
+    Yields (sandbox, ConnectionSpec to tpcc over the socket, option file path, password); destroys it after."""
+    from tuner.core import sandbox as sbx
+    from tuner.core.optionfile import private_option_file
+    from tuner.tpcc import procedures
+    from tuner.tpcc.loader import load
+
+    sb = sbx.create(name, page_size="16k",
+                    options={"bind_address": fleet.controller_addr, "innodb_buffer_pool_size": buffer_pool})
+    sb.start()
+    try:
+        spec = sb.connection_spec()
+        load(spec, warehouses=warehouses, database="tpcc", drop=True, progress=False)
+        password = secrets.token_urlsafe(18)
+        conn = spec.connect()
+        try:
+            cur = conn.cursor()
+            cur.execute("CREATE USER %s@%s IDENTIFIED BY %s", ("fleet", f"{NET}.%", password))
+            cur.execute("GRANT ALL ON tpcc.* TO %s@%s", ("fleet", f"{NET}.%"))
+            procedures.install(conn, "tpcc")
+        finally:
+            conn.close()
+        with private_option_file(["[client]", "user = fleet", f"password = {password}"]) as cnf:
+            yield sb, spec.with_database("tpcc"), Path(cnf), password
+    finally:
+        sb.stop("kill")
+        sb.destroy(force=True)
+
+
+def sum_next_o_id(spec) -> int:
+    """The server's New-Order count: sum(d_next_o_id) over all districts."""
+    conn = spec.with_database(None).connect()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT SUM(d_next_o_id) FROM tpcc.district")
+        return int(cur.fetchone()[0])
+    finally:
+        conn.close()

@@ -4,14 +4,10 @@ against one MariaDB sandbox on the controller's bridge address, scraped by a rea
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import time
-from pathlib import Path
 
 import pytest
-import yaml
 
+import nshosts
 from conftest import innotier_cli
 from promhelpers import launch_prometheus
 from tuner.core.measure import OPS, LatencyHistogram
@@ -22,48 +18,11 @@ METRICS_PORT = 9623
 SCRAPE_S = 1.0
 
 
-def sum_next_o_id(spec) -> int:
-    conn = spec.with_database(None).connect()
-    try:
-        cur = conn.cursor()
-        cur.execute("SELECT SUM(d_next_o_id) FROM tpcc.district")
-        return int(cur.fetchone()[0])
-    finally:
-        conn.close()
-
-
 @pytest.fixture(scope="module")
-def fleet_server(ns_fleet, tmp_path_factory):
-    """A sandbox listening on the bridge (10.213.0.1), W=2 loaded, procedures installed, and an account for
-    the driver hosts whose password sits only in a 0600 option file on the controller."""
-    from tuner.core import sandbox as sbx
-    from tuner.tpcc import procedures
-    from tuner.tpcc.loader import load
-
-    sb = sbx.create("fleetdb", page_size="16k",
-                    options={"bind_address": ns_fleet.controller_addr, "innodb_buffer_pool_size": "256M"})
-    sb.start()
-    try:
-        spec = sb.connection_spec()
-        load(spec, warehouses=2, database="tpcc", drop=True, progress=False)
-        password = secrets.token_urlsafe(18)
-        conn = spec.connect()
-        try:
-            cur = conn.cursor()
-            cur.execute("CREATE USER %s@%s IDENTIFIED BY %s", ("fleet", "10.213.0.%", password))
-            cur.execute("GRANT ALL ON tpcc.* TO %s@%s", ("fleet", "10.213.0.%"))
-            procedures.install(conn, "tpcc")
-        finally:
-            conn.close()
-        d = tmp_path_factory.mktemp("fleetdb")
-        cnf = d / "fleet-client.cnf"
-        fd = os.open(cnf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(f"[client]\nuser = fleet\npassword = {password}\n")
-        yield sb, spec.with_database("tpcc"), cnf, password
-    finally:
-        sb.stop("kill")
-        sb.destroy(force=True)
+def fleet_server(ns_fleet):
+    """A sandbox on the bridge address, W=2, an account for the driver hosts (password in a 0600 file)."""
+    with nshosts.bridge_sandbox(ns_fleet, "fleetdb", warehouses=2) as server:
+        yield server
 
 
 def test_two_shards_merge_to_the_server_count(installed_fleet, fleet_server, tmp_path):
@@ -75,13 +34,13 @@ def test_two_shards_merge_to_the_server_count(installed_fleet, fleet_server, tmp
     prom = launch_prometheus(tmp_path / "prom", {f"shard{h.index - 1}": f"{h.addr}:{METRICS_PORT}" for h in fleet.hosts},
                              tmp_path / "prometheus.log", interval=f"{SCRAPE_S:g}s")
     try:
-        before = sum_next_o_id(spec)
+        before = nshosts.sum_next_o_id(spec)
         out = tmp_path / "out"
         r = innotier_cli("fleet", "tpcc", "-i", str(inv), "--clients", "4", "--warmup", "3", "--duration", "12",
                          "--interval", "3", "--workers", "1", "--host", fleet.controller_addr, "--port", str(sb.port),
                          "--defaults-file", str(cnf), "--lead", "25", "--metrics-linger", "4", "--out", str(out),
                          "--json", "-o", str(tmp_path / "merged.json"), timeout=600)
-        after = sum_next_o_id(spec)
+        after = nshosts.sum_next_o_id(spec)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         merged = json.loads((tmp_path / "merged.json").read_text())
         shards = {h.name: json.loads((out / f"{h.name}.json").read_text()) for h in fleet.hosts}

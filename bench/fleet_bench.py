@@ -55,6 +55,31 @@ def cli(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess:
     return r
 
 
+def bench_tpcc(a, fleet, inv: Path, work: Path, sb, spec, cnf: Path) -> dict:
+    """One fleet tpcc run: merged vs server New-Orders, client CPU per 1000 New-Orders per shard."""
+    before = nshosts.sum_next_o_id(spec)
+    cli("fleet", "tpcc", "-i", str(inv), "--clients", str(a.clients), "--warmup", "5", "--duration",
+        f"{a.duration:g}", "--interval", "5", "--host", fleet.controller_addr, "--port", str(sb.port),
+        "--defaults-file", str(cnf), "--lead", "60", "--out", str(work / "tpcc"), "-o", str(work / "merged.json"))
+    after = nshosts.sum_next_o_id(spec)
+    merged = json.loads((work / "merged.json").read_text())
+    cores = os.cpu_count() or 1
+    shards = []
+    for s in merged["extra"]["per_shard"]:
+        res = json.loads((work / "tpcc" / f"{s['host']}.json").read_text())
+        all_no = res["extra"]["all_counts"]["new_order"]["commit"]
+        cpu = res["extra"]["client_cpu_seconds"] + res["extra"]["parent_cpu_seconds"]
+        per_1000 = cpu / all_no * 1000 if all_no else None
+        no_per_s = s["tpmc"] / 60
+        shards.append({"shard": s["shard"], "host": s["host"], "tpmc": s["tpmc"], "cpu_s": round(cpu, 2),
+                       "cpu_s_per_1000_new_orders": round(per_1000, 3) if per_1000 else None,
+                       "shards_per_driver_host": round(cores / (per_1000 / 1000 * no_per_s), 1)
+                       if per_1000 and no_per_s else None})
+    return {"clients": a.clients, "tpmc": merged["tpmc"], "nopm": merged["nopm"],
+            "merged_new_orders": merged["extra"]["all_counts"]["new_order"]["commit"],
+            "server_new_orders": after - before, "shards": shards, "driver_host_cores": cores}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=2)

@@ -38,7 +38,7 @@ def test_two_shards_merge_to_the_server_count(installed_fleet, fleet_server, tmp
         out = tmp_path / "out"
         r = innotier_cli("fleet", "tpcc", "-i", str(inv), "--clients", "4", "--warmup", "3", "--duration", "12",
                          "--interval", "3", "--workers", "1", "--host", fleet.controller_addr, "--port", str(sb.port),
-                         "--defaults-file", str(cnf), "--lead", "25", "--metrics-linger", "4", "--out", str(out),
+                         "--defaults-file", str(cnf), "--lead", "60", "--metrics-linger", "4", "--out", str(out),
                          "--json", "-o", str(tmp_path / "merged.json"), timeout=600)
         after = nshosts.sum_next_o_id(spec)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

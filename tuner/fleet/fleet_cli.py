@@ -64,8 +64,9 @@ def register(sub) -> None:
     t.add_argument("--defaults-file", required=True, metavar="FILE",
                    help="controller file (mode 0600) with a [client] section: user and password; it reaches the "
                         "shards as a 0600 file, never on a command line or in Ansible's output")
-    t.add_argument("--lead", type=float, default=30.0, metavar="S",
-                   help="seconds from now to the shared start (SSH, copying, connecting); default 30")
+    t.add_argument("--lead", type=float, default=45.0, metavar="S",
+                   help="seconds from now to the shared start (SSH, copying, connecting); default 45. A shard "
+                        "not ready by then refuses to start late; give more on busy or distant hosts")
     t.add_argument("--metrics-linger", type=float, default=0.0, metavar="S",
                    help="shards keep serving metrics S seconds after the run (hosts set innotier_metrics_listen)")
     t.add_argument("--group", default="drivers", help="inventory group of the driver hosts (default drivers)")

@@ -38,7 +38,7 @@ class FleetTpccSpec:
     database: str = "tpcc"
     warehouses: int | None = None
     workers: int | None = None  # per shard
-    lead: float = 30.0  # seconds from now to the shared start (SSH, copy, connect)
+    lead: float = 45.0  # seconds from now to the shared start (SSH, copy, connect)
     metrics_linger: float = 0.0
     group: str = "drivers"
 

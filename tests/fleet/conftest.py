@@ -5,21 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 import nshosts
+from nshosts import innotier_cli
 
 HOSTS = 2
-
-
-def innotier_cli(*args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real CLI of the controller (this venv), output captured."""
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,12 @@ SSHD = "/usr/sbin/sshd"
 def sh(*cmd: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
     # cwd /: a host must not see the controller's checkout as its current directory
     return subprocess.run(list(cmd), check=check, timeout=timeout, capture_output=True, text=True, cwd="/")
+
+
+def innotier_cli(*args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real CLI of the controller (this interpreter's innotier), output captured."""
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def missing_tools() -> list[str]:

@@ -6,7 +6,7 @@ import os
 
 import yaml
 
-from conftest import innotier_cli
+from nshosts import innotier_cli
 
 INVENTORY = """\
 [db]

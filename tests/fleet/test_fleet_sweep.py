@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import innotier_cli
+from nshosts import innotier_cli
 
 pytestmark = pytest.mark.slow
 

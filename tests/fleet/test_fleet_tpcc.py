@@ -8,7 +8,7 @@ import json
 import pytest
 
 import nshosts
-from conftest import innotier_cli
+from nshosts import innotier_cli
 from promhelpers import launch_prometheus
 from tuner.core.measure import OPS, LatencyHistogram
 

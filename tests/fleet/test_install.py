@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tuner
 import tuner.fleet.runner
-from conftest import innotier_cli
+from nshosts import innotier_cli
 
 
 def test_install_puts_this_version_on_every_host(installed_fleet):

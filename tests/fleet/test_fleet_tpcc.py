@@ -99,7 +99,7 @@ def test_two_shards_merge_to_the_server_count(installed_fleet, fleet_server, tmp
             if f.is_file():
                 assert password not in f.read_text(errors="replace"), f
         for h in fleet.hosts:
-            assert not list(h.home.rglob("client.cnf"))
+            assert not list((h.home / "fleet").rglob("client.cnf"))  # the shards' copies are gone
         assert password not in r.stdout + r.stderr
     finally:
         prom.service.stop()

@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
-"""Mover figures: downtime of a datadir move with and without the online pre-copy, and copy throughput vs `cp -a`.
+"""Mover figures at size: copy throughput vs `cp -a`, writes blocked, unavailability offline vs pre-copy, tpmC dip.
 
-    sudo .venv/bin/python bench/move_bench.py [--warehouses 4] [--repeat 3] [--keep]
+    sudo .venv/bin/python bench/move_bench.py [--warehouses 40] [--repeat 3] [--clients 4]
+                                              [--components datadir,redo] [--keep]
 
 What it does (root: it mounts a tmpfs):
-1. a MariaDB sandbox with a TPC-C schema of W warehouses (tuner.tpcc.loader; until that
-   exists, a schema of our own of about the same size, and it says so), a light writer
-   running throughout so the hot files (redo, ibdata, undo, one table) really change;
-2. ``--repeat`` datadir moves from the root file system to a tmpfs and back, without and
-   then with ``--precopy``; downtime = from the stop to the server accepting connections
-   again (the journal's SHUTDOWN and START records), and until verified;
-3. copy throughput of the mover's copy (read, xxh3, write, fsync, read back) against
-   ``cp -a`` of the same stopped datadir to the same tmpfs, page cache warm for both,
-   median of ``--repeat``.
-Prints medians and ratios; the machine is shared and noisy, so read them as such.
+1. a MariaDB sandbox (datadir on the root file system) with a TPC-C schema of W warehouses
+   (``tuner.tpcc.loader``; W=40 is about 4 GB);
+2. copy throughput: the mover's copy (read, xxh3 block digests, write, fsync, read back from
+   the target's medium) against ``cp -a`` of the same stopped datadir to the same tmpfs, page
+   cache warm for both, median of ``--repeat``;
+3. for each component (whole datadir, redo only): one move to the tmpfs with an offline copy
+   and one with the online pre-copy, each while a TPC-C New-Order load runs
+   (``--clients`` connections that reconnect through the restart and count the
+   transactions that fail meanwhile as errors), and the move back between them;
+   per move: server unavailable (stop to accepting connections, from the journal), writes
+   blocked (read lock for the sample + down), the plan's estimate, bytes copied while
+   stopped, and the tpmC (New-Order commits a minute) in the minute before vs the minute
+   containing the move, the lowest 5-second rate, and the errors.
+Prints the figures with the load average; the machine is shared, so read them as such.
 """
 
 from __future__ import annotations
@@ -31,95 +36,153 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "move"))
+
+from datadir_mover.move import plan as planmod  # noqa: E402
+from datadir_mover.move.copy import copy_tree, walk  # noqa: E402
+from datadir_mover.move.executor import Executor  # noqa: E402
+from tuner.core import sandbox as sbx  # noqa: E402
+from tuner.core.server import inspect  # noqa: E402
 
 
-def _load(spec, warehouses: int) -> str:
-    try:
-        from tuner.tpcc.loader import load
-    except ModuleNotFoundError:
-        import mvhelpers
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
-        conn = spec.connect()
-        mvhelpers.load_own_schema(spec)
-        cur = conn.cursor()
-        # grow it to roughly W warehouses' worth (a TPC-C warehouse is ~100 MB of InnoDB files)
-        target = warehouses * 100 << 20
-        while _datadir_bytes(spec) < target:
-            cur.execute("INSERT INTO mvdata.olines SELECT o + (SELECT MAX(o) FROM mvdata.olines), n, amount "
-                        "FROM mvdata.olines")
+
+# ---------------------------------------------------------------------------- the load
+
+
+class NewOrderLoad:
+    """``clients`` threads running TPC-C New-Order transactions (statements mode, no keying or think time).
+
+    Each thread reconnects when the server goes away and counts the transaction that failed
+    as an error; commits are counted per second.  (The built-in driver gains the same
+    ride-through; until then this is the bench's own.)
+    """
+
+    def __init__(self, spec, warehouses: int, clients: int):
+        from tuner.tpcc import schema
+
+        self.spec = spec.with_database("tpcc")
+        conn = self.spec.connect()
+        self.constants = schema.run_constants(conn, "tpcc")
         conn.close()
-        return f"own schema grown to ~{warehouses} TPC-C warehouses' size (tuner.tpcc.loader not available)"
-    load(spec, warehouses=warehouses, database="tpcc", drop=True, progress=False)
-    return f"TPC-C, {warehouses} warehouses"
+        self.warehouses, self.clients = warehouses, clients
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.commits: dict[int, int] = {}  # whole second (monotonic) -> New-Order commits
+        self.errors: list[float] = []  # monotonic times of failed transactions
+        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(clients)]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(15)
+
+    def _client(self, number: int) -> None:
+        from tuner.tpcc import new_order
+        from tuner.tpcc.session import Rollback, Session
+        from tuner.tpcc.terminal import Terminal
+
+        term = Terminal.for_client(number, self.warehouses, self.constants)
+        session = None
+        while not self.stop.is_set():
+            try:
+                if session is None:
+                    session = Session(self.spec, autocommit=False)
+                new_order.run_statements(session, new_order.make_input(term))
+                with self.lock:
+                    sec = int(time.monotonic())
+                    self.commits[sec] = self.commits.get(sec, 0) + 1
+            except Rollback:
+                pass  # the 1% that TPC-C rolls back on purpose
+            except Exception:
+                with self.lock:
+                    self.errors.append(time.monotonic())
+                if session is not None:
+                    session.close()
+                session = None
+                time.sleep(0.1)
+
+    def tpm(self, t0: float, t1: float) -> float:
+        with self.lock:
+            n = sum(c for s, c in self.commits.items() if t0 <= s < t1)
+        return n * 60.0 / max(1.0, t1 - t0)
+
+    def lowest_5s(self, t0: float, t1: float) -> float:
+        with self.lock:
+            per = [sum(self.commits.get(s, 0) for s in range(a, a + 5)) * 12.0
+                   for a in range(int(t0), max(int(t0) + 1, int(t1) - 4))]
+        return min(per) if per else 0.0
+
+    def errors_between(self, t0: float, t1: float) -> int:
+        with self.lock:
+            return sum(1 for e in self.errors if t0 <= e < t1)
 
 
-def _datadir_bytes(spec) -> int:
-    from tuner.core.server import inspect
-
-    d = inspect(spec).datadir
-    return sum(f.stat().st_size for f in Path(d).rglob("*") if f.is_file())
+# ---------------------------------------------------------------------------- moves
 
 
-def _writer(spec, stop: threading.Event, paused: threading.Event) -> None:
-    """One small update every 20 ms while the server runs before a move's shutdown (paused from SHUTDOWN to COMMIT)."""
-    conn = None
-    while not stop.is_set():
-        if paused.is_set():
-            conn = None
-            time.sleep(0.02)
-            continue
-        try:
-            if conn is None:
-                conn = spec.with_database(None).connect(connection_timeout=1)
-                cur = conn.cursor()
-                cur.execute("CREATE DATABASE IF NOT EXISTS bench")
-                cur.execute("CREATE TABLE IF NOT EXISTS bench.hot (id INT PRIMARY KEY, v BIGINT) ENGINE=InnoDB")
-                cur.execute("INSERT IGNORE INTO bench.hot VALUES (1, 0)")
-            conn.cursor().execute("UPDATE bench.hot SET v = v + 1 WHERE id = 1")
-        except Exception:
-            conn = None
-            time.sleep(0.1)
-        time.sleep(0.02)
-
-
-PAUSED = threading.Event()
-
-
-def _pause_writer_from_shutdown(state: str) -> None:
-    # the writer makes the hot files change during the pre-copy; from SHUTDOWN on, the mover compares
-    # checksums taken before the stop with those after the start, so writes wait for the commit
-    if state == "SHUTDOWN":
-        PAUSED.set()
-    elif state == "COMMIT":
-        PAUSED.clear()
-
-
-def _move(sandbox: str, to: str, precopy: bool) -> dict:
-    from datadir_mover.move import plan as planmod
-    from datadir_mover.move.executor import Executor
-    from tuner.core.sandbox import Sandbox
-
-    spec = Sandbox.load(sandbox).connection_spec()
-    plan = planmod.build(planmod.MoveRequest("datadir", to, precopy=precopy), spec)
+def move(sandbox: str, component: str, to: str, precopy: bool) -> dict:
+    spec = sbx.Sandbox.load(sandbox).connection_spec()
+    plan = planmod.build(planmod.MoveRequest(component, to, precopy=precopy), spec)
     ex = Executor.create(plan)
-    ex.on_state = _pause_writer_from_shutdown
+    t0 = time.monotonic()
     result = ex.run()
-    ex.finalize()
-    result["estimate"] = plan.estimates["downtime_with_precopy_s" if precopy else "downtime_s"]
+    result["wall_s"] = time.monotonic() - t0
+    result["finalize"] = ex.finalize()
+    result["estimate_s"] = plan.estimates["downtime_with_precopy_s" if precopy else "downtime_s"]
+    result["plan_estimates"] = plan.estimates
+    # wall clock -> the monotonic clock the load counts on
+    result["stop_began_mono"] = ex.journal.data("SHUTDOWN").get("stop_began_at", time.time()) - time.time() + \
+        time.monotonic()
     return result
 
 
-def _copy_ratio(src: str, tier: str, repeat: int) -> tuple[float, float, int]:
-    from datadir_mover.move.copy import copy_tree, walk
+def measured_move(load: NewOrderLoad, sandbox: str, component: str, to: str, precopy: bool, settle: float) -> dict:
+    time.sleep(settle)
+    m0 = time.monotonic()
+    r = move(sandbox, component, to, precopy)
+    m1 = time.monotonic()
+    time.sleep(max(settle, 30.0))  # the minute around the stop is complete
+    minute_from = max(m0, r["stop_began_mono"] - 30)
+    r["tpm_before"] = load.tpm(m0 - 60, m0)
+    r["tpm_minute_of_move"] = load.tpm(minute_from, minute_from + 60)
+    r["tpm_lowest_5s"] = load.lowest_5s(m0, m1 + settle)
+    r["errors"] = load.errors_between(m0, m1 + settle)
+    return r
 
+
+def report_move(label: str, r: dict) -> None:
+    copy = r.get("copy") or {}
+    pre = r.get("precopy") or {}
+    passes = pre.get("passes") or []
+    vs = r.get("verify_server") or {}
+    print(f"  {label}: unavailable {r.get('downtime_s', float('nan')):.2f} s (plan estimated {r['estimate_s']:.1f} s); "
+          f"writes blocked {r.get('writes_blocked_s', float('nan')):.2f} s; verified {r.get('until_verified_s', 0):.2f} s "
+          f"after the stop ({vs.get('mode')}: {vs.get('tables')} tables, "
+          f"{len(vs.get('changed_since_start') or [])} changed by clients since the start)")
+    print(f"      copied while stopped: {copy.get('bytes', 0) / 2**20:.0f} MiB written, {copy.get('files', 0)} files "
+          f"({copy.get('files_delta', 0)} as block deltas, {copy.get('files_unchanged_since_precopy', 0)} unchanged) "
+          f"in {copy.get('seconds', 0):.2f} s" + (
+              f"; pre-copy {len(passes)} passes: " + ", ".join(
+                  f"{p['seconds']:.1f} s/{p['bytes_written'] / 2**20:.0f} MiB" for p in passes) if passes else ""))
+    print(f"      TPC-C: {r['tpm_before']:.0f} tpmC in the minute before, {r['tpm_minute_of_move']:.0f} in the minute "
+          f"around the stop, lowest 5 s {r['tpm_lowest_5s']:.0f} tpmC; {r['errors']} failed transactions; "
+          f"move wall time {r['wall_s']:.1f} s")
+
+
+# ---------------------------------------------------------------------------- copy vs cp -a
+
+
+def copy_ratio(src: str, tier: str, repeat: int) -> tuple[float, float, int]:
     ours, cp = [], []
     nbytes = sum(f.stat().st_size for f in Path(src).rglob("*") if f.is_file())
-    for f in Path(src).rglob("*"):
-        if f.is_file():
-            with open(f, "rb") as fh:
-                while fh.read(1 << 20):
-                    pass
+    subprocess.run(["cat"] + [str(f) for f in Path(src).rglob("*") if f.is_file()], stdout=subprocess.DEVNULL,
+                   check=True)  # page cache warm for both
     for i in range(repeat):
         d1 = Path(tier, f"ours-{i}")
         d1.mkdir()
@@ -135,65 +198,80 @@ def _copy_ratio(src: str, tier: str, repeat: int) -> tuple[float, float, int]:
     return statistics.median(ours), statistics.median(cp), nbytes
 
 
+# ---------------------------------------------------------------------------- main
+
+
+def datadir_bytes(spec) -> int:
+    d = inspect(spec).datadir
+    return sum(f.stat().st_size for f in Path(d).rglob("*") if f.is_file())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--warehouses", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warehouses", type=int, default=40)
+    ap.add_argument("--repeat", type=int, default=3, help="copy-vs-cp runs (median)")
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--components", default="datadir,redo")
+    ap.add_argument("--tmpfs-size", default="12G")
+    ap.add_argument("--settle", type=float, default=10.0, help="seconds of load before and after each move")
     ap.add_argument("--keep", action="store_true", help="keep the sandbox and mount (for inspection)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("move_bench: run as root (it mounts a tmpfs)", file=sys.stderr)
         return 2
-    home = Path(tempfile.mkdtemp(prefix="ih-mvb-", dir="/tmp"))
+    home = Path(tempfile.mkdtemp(prefix="ih-mvb-", dir="/var/tmp"))  # the root file system
     os.environ["INNOTIER_HOME"] = str(home)
-    from tuner.core import sandbox as sbx
-
     tier = home / "tier"
     tier.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6G", "tmpfs", str(tier)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={args.tmpfs_size}", "tmpfs", str(tier)], check=True)
     sb = None
-    stop = threading.Event()
+    load = None
     try:
-        sb = sbx.create("mvb", options={"innodb_buffer_pool_size": "512M", "innodb_log_file_size": "96M"})
+        sb = sbx.create("mvb", options={"innodb_buffer_pool_size": "1G", "innodb_log_file_size": "512M"})
         sb.start()
         spec = sb.connection_spec()
+        from tuner.tpcc.loader import load as tpcc_load
+
         t0 = time.monotonic()
-        what = _load(spec, args.warehouses)
-        size = _datadir_bytes(spec)
-        print(f"data: {what}; datadir {size / 2**20:.0f} MiB (loaded in {time.monotonic() - t0:.0f} s)")
-        writer = threading.Thread(target=_writer, args=(spec, stop, PAUSED), daemon=True)
-        writer.start()
+        tpcc_load(spec, warehouses=args.warehouses, database="tpcc", drop=True, progress=False)
+        print(f"data: TPC-C {args.warehouses} warehouses, datadir {datadir_bytes(spec) / 2**20:.0f} MiB on "
+              f"the root file system, loaded in {time.monotonic() - t0:.0f} s; {os.uname().release}; "
+              f"{inspect(spec).version}")
         home_dir = sb.datadir
-        rows = {False: [], True: []}
-        for precopy in (False, True):
-            for i in range(args.repeat):
-                out = _move("mvb", str(tier / f"d-{int(precopy)}-{i}"), precopy)
-                rows[precopy].append(out)
-                _move("mvb", home_dir, False)
-        stop.set()
-        print(f"datadir move root fs -> tmpfs, median of {args.repeat} (light writer running):")
-        for precopy in (False, True):
-            down = statistics.median(r["downtime_s"] for r in rows[precopy])
-            ver = statistics.median(r["until_verified_s"] for r in rows[precopy])
-            blocked = statistics.median(r.get("writes_blocked_s", 0) for r in rows[precopy])
-            est = statistics.median(r["estimate"] for r in rows[precopy])
-            copied = statistics.median(r["copy"].get("bytes", 0) for r in rows[precopy]) / 2**20
-            print(f"  {'with pre-copy   ' if precopy else 'without pre-copy'}: server unavailable {down:.2f} s "
-                  f"(plan estimated {est:.1f} s), verified {ver:.2f} s after the stop; writes blocked "
-                  f"{blocked:.2f} s in all (read lock for checksums, down, read lock until verified); "
-                  f"{copied:.0f} MiB copied while stopped")
-        d0 = statistics.median(r["downtime_s"] for r in rows[False])
-        d1 = statistics.median(r["downtime_s"] for r in rows[True])
-        print(f"  pre-copy downtime ratio: {d1 / d0:.2f} of the offline move")
+
         sb.stop("clean")
-        ours, cp, nbytes = _copy_ratio(sb.datadir, str(tier), args.repeat)
+        print(f"load average before the copy test: {loadavg()} (shared machine: other helpers running)")
+        ours, cp, nbytes = copy_ratio(home_dir, str(tier), args.repeat)
         print(f"copy of the stopped datadir ({nbytes / 2**20:.0f} MiB) root fs -> tmpfs, page cache warm, "
               f"median of {args.repeat}:")
-        print(f"  innotier copy (xxh3, fsync, read-back verify): {ours:.2f} s = {nbytes / ours / 2**20:.0f} MiB/s")
-        print(f"  cp -a:                                          {cp:.2f} s = {nbytes / cp / 2**20:.0f} MiB/s")
-        print(f"  throughput ratio innotier / cp -a: {cp / ours:.2f}")
+        print(f"  innotier copy (xxh3, fsync, read-back): {ours:.2f} s = {nbytes / ours / 2**20:.0f} MiB/s")
+        print(f"  cp -a:                                  {cp:.2f} s = {nbytes / cp / 2**20:.0f} MiB/s")
+        print(f"  throughput ratio innotier / cp -a: {cp / ours:.2f}  (load average now {loadavg()})")
+        sb = sbx.Sandbox.load("mvb")
+        sb.start()
+
+        load = NewOrderLoad(spec, args.warehouses, args.clients)
+        load.start()
+        time.sleep(max(args.settle, 30.0))  # a baseline minute starts filling
+        for comp in [c.strip() for c in args.components.split(",") if c.strip()]:
+            print(f"{comp} move root fs -> tmpfs with {args.clients} New-Order clients running "
+                  f"(load average {loadavg()}):")
+            results = {}
+            for precopy in (False, True):
+                to = str(tier / f"{comp}-{'pre' if precopy else 'off'}")
+                back = inspect(sbx.Sandbox.load("mvb").connection_spec()).locations()[comp]
+                r = measured_move(load, "mvb", comp, to, precopy, args.settle)
+                results[precopy] = r
+                report_move("with pre-copy   " if precopy else "offline copy    ", r)
+                move("mvb", comp, back, False)
+            d0, d1 = results[False].get("downtime_s"), results[True].get("downtime_s")
+            if d0 and d1:
+                print(f"  pre-copy unavailability = {d1 / d0:.2f} of the offline move's "
+                      f"(writes blocked {results[True].get('writes_blocked_s', 0) / max(1e-9, results[False].get('writes_blocked_s', 1)):.2f})")
+        print(f"load average at the end: {loadavg()}")
     finally:
-        stop.set()
+        if load is not None:
+            load.close()
         if not args.keep:
             if sb is not None:
                 try:

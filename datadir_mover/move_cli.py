@@ -33,6 +33,10 @@ def _add_request_args(p) -> None:
     p.add_argument("--page-size", metavar="SIZE",
                    help="refused unless equal to the server's: the page size is fixed at initialization")
     p.add_argument("--service", metavar="UNIT", help="systemd unit of a system server (default: detected)")
+    p.add_argument("--verify", choices=("files", "sample", "tables"), default="sample",
+                   help="beyond the copy's own checksums: files (nothing more), sample (default: a bounded sample "
+                        "of every table before and after), tables (CHECKSUM TABLE of everything and TPC-C checks "
+                        "under a read lock: writes blocked for as long as they take)")
     add_connection_args(p)
 
 
@@ -91,7 +95,7 @@ def _request(args):
     return MoveRequest(component=args.component, target=args.to, precopy=args.precopy,
                        allow_same_fs=args.allow_same_fs, no_shutdown=args.no_shutdown,
                        slow_shutdown=args.slow_shutdown, page_size=args.page_size, service=args.service,
-                       probe=not getattr(args, "no_probe", False))
+                       probe=not getattr(args, "no_probe", False), verify=args.verify)
 
 
 def _echo(quiet: bool):
@@ -185,10 +189,21 @@ def _print_result(result: dict, as_json: bool) -> None:
     if "downtime_s" in result:
         print(f"  server unavailable {result['downtime_s']:.1f} s (stop to accepting connections); "
               f"verified {result.get('until_verified_s', 0):.1f} s after the stop began")
+    passes = (result.get("precopy") or {}).get("passes") or []
+    if passes:
+        print(f"  pre-copy: {len(passes)} passes (" + ", ".join(
+            f"{p['seconds']:.1f} s" for p in passes) + f"); expected downtime from the last pass "
+            f"{result['precopy'].get('expected_downtime_s', 0):.1f} s")
+    if "writes_blocked_s" in result:
+        print(f"  writes blocked {result['writes_blocked_s']:.1f} s in all")
     vs = result.get("verify_server") or {}
-    if vs:
+    if vs.get("mode") == "tables":
         tp = ", ".join(f"{k}: {v}" for k, v in vs.get("tpcc", {}).items()) or "no tpcc schema"
         print(f"  {vs.get('tables')} InnoDB tables checksummed, all equal; TPC-C checks: {tp}")
+    elif vs.get("mode") == "sample":
+        changed = vs.get("changed_since_start") or []
+        print(f"  {vs.get('tables')} InnoDB tables sampled, {vs.get('tables', 0) - len(changed)} equal"
+              + (f", {len(changed)} changed by clients since the start" if changed else ""))
 
 
 def cmd_status(args) -> int:

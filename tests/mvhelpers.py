@@ -73,6 +73,15 @@ def unmount(path: str) -> None:
                     time.sleep(0.1)
 
 
+def write_sparse(path, size: int, chunks: list[tuple[int, bytes]]) -> None:
+    """A file of ``size`` bytes holding ``chunks`` (offset, data) and holes everywhere else."""
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+        for off, data in chunks:
+            fh.seek(off)
+            fh.write(data)
+
+
 def golden_sandbox():
     """The session's golden sandbox (stopped, loaded); built on first use."""
     from tuner.core import sandbox as sbx

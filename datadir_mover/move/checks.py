@@ -24,7 +24,8 @@ class SchemaCheck:
 
 _CHECKS: dict[str, SchemaCheck] = {}
 # keys of the verification result (verify.ServerCheck.to_dict) a check's name may not take
-RESERVED_NAMES = frozenset({"locations_ok", "location", "tables", "checksum_problems", "ok"})
+RESERVED_NAMES = frozenset({"locations_ok", "location", "tables", "checksum_problems", "ok", "mode",
+                            "changed_since_start", "write_statements_since_start", "seconds"})
 
 
 def register_schema_check(name: str, detect: Callable[[ConnectionSpec], list[str]],

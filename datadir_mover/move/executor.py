@@ -20,13 +20,18 @@ from typing import Any, Callable
 from tuner.core.durable import fsync_dir, write_atomic
 from tuner.core.errors import InnotierError, MoveError
 from tuner.core.server import ServerModel, inspect, model_from_variables
+from tuner.core.units import human_size
 
 from datadir_mover import apparmor
 from datadir_mover.move import components, placement, verify
 from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
 from datadir_mover.move.journal import STATES, Journal, crash_point, moves_dir
-from datadir_mover.move.plan import Plan
+from datadir_mover.move.plan import TYPICAL_START_S, Plan
 from tuner.core.sandbox import port_in_use
+
+PRECOPY_MAX_PASSES = 5
+PRECOPY_ENOUGH_S = 1.0  # a pass this short leaves little for the offline delta: stop iterating
+PRECOPY_SHRINK = 0.8  # a pass must take at most this share of the one before, or iterating gains nothing
 
 Echo = Callable[[str], None]
 ProgressFactory = Callable[[str, int], Callable[[int], None]]  # (description, total bytes) -> advance(n)
@@ -63,6 +68,7 @@ class Executor:
         self.progress = progress
         self.control = plan.control_obj()
         self._lock_conn = None
+        self._precopy: Manifest | None = None  # the last pre-copy pass, with its block digests (memory only)
 
     # ------------------------------------------------------------------ apply / resume
 
@@ -130,14 +136,41 @@ class Executor:
         return {}
 
     def _do_precopy(self) -> dict[str, Any]:
+        """Online passes until the delta stops shrinking: the first copies everything, each next one what changed.
+
+        A pass re-reads the files whose size/mtime/ctime changed and rewrites only the 64 KiB
+        blocks whose digest changed (copy.py), so the offline COPY after the stop costs a
+        read of the hot files plus their changed blocks.  The passes stop when one takes
+        less than ``PRECOPY_ENOUGH_S``, when a pass is not ``PRECOPY_SHRINK`` faster than the
+        one before (the write rate keeps the delta where it is), or after ``PRECOPY_MAX_PASSES``.
+        """
         self._ensure_target()
-        entries = self._entries()
-        total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
-        manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries,
-                                 progress=self.progress("pre-copy (server running)", total),
-                                 after_file=self._mid("PRECOPY"), verify=True)
+        passes: list[dict[str, Any]] = []
+        manifest: Manifest | None = None
+        for n in range(1, PRECOPY_MAX_PASSES + 1):
+            entries = self._entries()
+            total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
+            what = "pre-copy (server running)" if n == 1 else f"pre-copy pass {n}: changed blocks"
+            began = time.time()
+            manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=manifest,
+                                     progress=self.progress(what, total),
+                                     after_file=self._mid("PRECOPY") if n == 1 else None, verify=True)
+            passes.append({"pass": n, "began_at": began, "seconds": round(st.seconds, 3),
+                           "files_changed": st.files_copied, "files_delta": st.files_delta,
+                           "bytes_written": st.bytes_copied, "files_unchanged": st.files_skipped})
+            self.echo(f"pre-copy pass {n}: {st.files_copied} files changed, {human_size(st.bytes_copied)} written "
+                      f"in {st.seconds:.1f} s")
+            if n > 1 and (st.seconds < PRECOPY_ENOUGH_S or st.seconds > PRECOPY_SHRINK * passes[-2]["seconds"]):
+                break
+        self._precopy = manifest
         self.journal.save_json("precopy-manifest.json", manifest.to_dict())
-        return {"files": st.files_copied, "bytes": st.bytes_copied, "seconds": round(st.seconds, 3)}
+        last = passes[-1]
+        return {"passes": passes, "files": passes[0]["files_changed"], "bytes": passes[0]["bytes_written"],
+                "seconds": round(sum(p["seconds"] for p in passes), 3),
+                # the offline delta pass reads what the last online pass read, with nothing competing
+                "expected_copy_s": last["seconds"],
+                "expected_downtime_s": round(self.plan.estimates.get("shutdown_s", 1.0) + last["seconds"]
+                                             + self.plan.estimates.get("start_s", TYPICAL_START_S), 1)}
 
     def _do_shutdown(self) -> dict[str, Any]:
         state = self.control.state()
@@ -150,8 +183,9 @@ class Executor:
                 raise MoveHalted(f"{self.control.describe()} is still running, but this move expects it stopped "
                                  f"(--no-shutdown); stop it ({self.plan.control['stop_hint']}) and run "
                                  f"`innotier move resume --id {self.plan.move_id}`")
-            data["read_lock_at"] = time.time()
-            self._checksum_under_read_lock(data)
+            if self.plan.verify != "files":
+                data["read_lock_at"] = time.time()
+                self._checksum_under_read_lock(data)
             crash_point("SHUTDOWN:mid")
             self.echo(f"stopping {self.control.describe()} ({self.plan.shutdown_mode} shutdown)")
             data["stop_began_at"] = time.time()
@@ -159,7 +193,7 @@ class Executor:
             self._release_read_lock()
         data["stopped_at"] = time.time()
         self._require_stopped("SHUTDOWN")
-        if self.journal.load_json("checksums-before.json") is None:
+        if self.journal.load_json("checksums-before.json") is None and self.plan.verify != "files":
             data["note"] = "the server was already stopped: no table checksums from before the move"
         return data
 
@@ -169,15 +203,19 @@ class Executor:
         if not components.get(self.plan.component).copies_files:
             self.journal.save_json("copy-manifest.json", Manifest(self.plan.source_dir, self.plan.target_dir).to_dict())
             return {"files": 0, "bytes": 0}
-        previous = self.journal.load_json("precopy-manifest.json") if self.plan.precopy else None
-        prev = Manifest.from_dict(previous) if previous else None
+        prev = None
+        if self.plan.precopy:  # the passes' block digests live in memory: after a restart, changed files go whole
+            prev = self._precopy
+            if prev is None and (saved := self.journal.load_json("precopy-manifest.json")):
+                prev = Manifest.from_dict(saved)
         entries = self._entries()
         total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=prev,
                                  progress=self.progress("copy (server stopped)", total),
                                  after_file=self._mid("COPY"), verify=False)
         self.journal.save_json("copy-manifest.json", manifest.to_dict())
-        return {"files": st.files_copied, "bytes": st.bytes_copied, "files_unchanged_since_precopy": st.files_skipped,
+        return {"files": st.files_copied, "bytes": st.bytes_copied, "files_delta": st.files_delta,
+                "files_unchanged_since_precopy": st.files_skipped,
                 "bytes_unchanged_since_precopy": st.bytes_skipped, "seconds": round(st.seconds, 3)}
 
     def _do_verify(self) -> dict[str, Any]:
@@ -213,21 +251,22 @@ class Executor:
             seconds = 0.0
         self._wait_accepting()
         started = time.time()
-        self._take_read_lock()  # no client write may land before the checksums are compared
+        if self.plan.verify == "tables":
+            self._take_read_lock()  # no client write may land before the checksums are compared
         return {"started_at": started, "start_seconds": round(seconds, 3)}
 
     def _do_verify_server(self) -> dict[str, Any]:
-        """Paths, checksums and TPC-C checks, under a global read lock taken right after start.
+        """Paths, and by ``--verify``: the table sample (no lock) or checksums and TPC-C checks (read lock from start).
 
         A failure here halts instead of rolling back: the server has been up on the new
         location, and only the operator can tell a client's write from damage.
         """
         before = self.journal.load_json("checksums-before.json")
         spec = self.plan.connection_spec()
-        if self._lock_conn is None:
+        if self._lock_conn is None and self.plan.verify == "tables":
             self._take_read_lock()
         try:
-            result = verify.check_server(spec, self.plan.component, self.plan.target_dir, before)
+            result = verify.check_server(spec, self.plan.component, self.plan.target_dir, before, self.plan.verify)
             verify.require_ok(result, self.plan.component, self.plan.target_dir)
         except MoveError as exc:
             raise MoveHalted(f"{exc}; the server runs on {self.plan.target_dir}: if clients wrote between the start "
@@ -282,11 +321,11 @@ class Executor:
         if self.control.state() == "running":
             self._wait_accepting()
             before = self.journal.load_json("checksums-before.json") if frozen and started else None
-            if before is not None:
+            if before is not None and self.plan.verify == "tables":
                 self._take_read_lock()
             try:
                 result = verify.check_server(self.plan.connection_spec(), self.plan.component, self.plan.source_dir,
-                                             before)
+                                             before, self.plan.verify)
             finally:
                 self._release_read_lock()
             verify.require_ok(result, self.plan.component, self.plan.source_dir)
@@ -441,14 +480,17 @@ class Executor:
 
     def _checksum_under_read_lock(self, data: dict[str, Any]) -> None:
         spec = self.plan.connection_spec()
+        lock_and_read = verify.lock_and_checksum if self.plan.verify == "tables" else verify.lock_and_sample
+        t0 = time.monotonic()
         try:
-            self._lock_conn, sums = verify.lock_and_checksum(spec)
+            self._lock_conn, sums = lock_and_read(spec)
         except InnotierError:
             if self.journal.load_json("checksums-before.json") is not None:
                 return  # resumed while the server was already shutting down: the saved values stand
             raise
         self.journal.save_json("checksums-before.json", sums)
         data["tables"] = len(sums)
+        data["read_seconds"] = round(time.monotonic() - t0, 3)
 
     def _take_read_lock(self) -> None:
         conn = self.plan.connection_spec().with_database(None).connect()
@@ -503,9 +545,12 @@ class Executor:
         vs = [r for r in self.journal.records() if r.state == "VERIFY_SERVER" and r.event == "done"]
         if vs and sd.get("stop_began_at"):
             out["until_verified_s"] = round(vs[-1].at - sd["stop_began_at"], 3)
-        if vs and sd.get("read_lock_at"):
-            # read lock before shutdown (checksums), server down, read lock after start until verified
-            out["writes_blocked_s"] = round(vs[-1].at - sd["read_lock_at"], 3)
+        if st.get("started_at") and sd.get("stop_began_at"):
+            # read lock before shutdown (sample or checksums), server down, and with --verify tables the
+            # read lock after start until verified
+            blocked_from = sd.get("read_lock_at") or sd["stop_began_at"]
+            blocked_to = vs[-1].at if (vs and self.plan.verify == "tables") else st["started_at"]
+            out["writes_blocked_s"] = round(blocked_to - blocked_from, 3)
         return out
 
     def summary(self) -> dict[str, Any]:

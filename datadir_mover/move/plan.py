@@ -21,14 +21,19 @@ from tuner.core.server import ConnectionSpec, ServerModel, fetch_status, inspect
 from tuner.core.units import human_size
 
 from datadir_mover import apparmor, selinux
-from datadir_mover.move import components, placement, preflight
+from datadir_mover.move import components, placement, preflight, sample
+from datadir_mover.move import verify as verify_mod
 from datadir_mover.move.control import SandboxControl, SystemdControl, control_for, server_user
 from datadir_mover.move.copy import allocated_bytes, copy_file, digest_file, logical_bytes, walk
 from tuner.core.sandbox import Sandbox
 
 PLAN_VERSION = 1
+SAMPLE_DESC = f"({sample.SAMPLE_ROWS} rows from each end of the primary key)"
 RECENT_SECONDS = 60  # files modified this recently are counted as "changed again" for the pre-copy estimate
 TYPICAL_START_S = 3.0  # server start and accept, measured on sandboxes here (2-4 s); an estimate, not a promise
+CHANGE_SAMPLE_S = 1.0  # how long the plan watches the server's write rate (pre-copy estimate)
+SCAN_SPEEDUP = 2.0  # reading and hashing a changed file vs copying it whole (no write, no read-back); measured 2-3x
+CHECKSUM_RATE = 150e6  # bytes/s CHECKSUM TABLE reads (assumed: it reads every row through the server)
 
 
 @dataclass
@@ -45,6 +50,7 @@ class MoveRequest:
     sys_root: str = "/sys"
     etc_root: str = "/"
     probe: bool = True  # measure the copy rate to the target for the downtime estimate
+    verify: str = verify_mod.DEFAULT_VERIFY  # files | sample | tables (see verify.py)
 
 
 @dataclass
@@ -96,6 +102,7 @@ class Plan:
     request: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
+    verify: str = verify_mod.DEFAULT_VERIFY
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,6 +167,41 @@ def _dirty_bytes(spec: ConnectionSpec, page_size: int) -> int:
         return 0
 
 
+def _table_stats(spec: ConnectionSpec) -> tuple[int, int]:
+    """(InnoDB tables, bytes of their data and indexes), for the verification estimates."""
+    try:
+        conn = spec.with_database(None).connect()
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT COUNT(*), COALESCE(SUM(DATA_LENGTH + INDEX_LENGTH), 0) FROM information_schema.TABLES "
+                        "WHERE ENGINE = 'InnoDB' AND TABLE_TYPE = 'BASE TABLE'")
+            n, size = cur.fetchone()
+            return int(n), int(size)
+        finally:
+            conn.close()
+    except Exception:
+        return 0, 0
+
+
+def _change_rate(spec: ConnectionSpec, page_size: int, seconds: float = CHANGE_SAMPLE_S) -> float:
+    """Bytes/s the server writes to its files now (pages flushed + redo), measured over ``seconds``."""
+    def counters() -> tuple[int, int]:
+        conn = spec.with_database(None).connect()
+        try:
+            st = fetch_status(conn)
+        finally:
+            conn.close()
+        return int(st.get("Innodb_pages_written", 0)), int(st.get("Innodb_os_log_written", 0))
+
+    try:
+        p0, l0 = counters()
+        time.sleep(seconds)
+        p1, l1 = counters()
+    except Exception:
+        return 0.0
+    return ((p1 - p0) * page_size + (l1 - l0)) / seconds
+
+
 def _probe_rate(entries, source: str, target: str) -> float | None:
     """Bytes/s of the real copy pipeline (read, hash, write, fsync, read back) on up to 32 MiB into the target's parent."""
     import stat as st_mod
@@ -179,10 +221,10 @@ def _probe_rate(entries, source: str, target: str) -> float | None:
         with open(os.path.join(source, rel), "rb") as fh, open(src_part, "wb") as out:
             out.write(fh.read(limit))
         t0 = time.monotonic()
-        digest, st = copy_file(src_part, os.path.join(tmp, "dst"))
-        ok = digest_file(os.path.join(tmp, "dst")) == digest
+        fc = copy_file(src_part, os.path.join(tmp, "dst"))
+        ok = digest_file(os.path.join(tmp, "dst")) == fc.digest
         dt = time.monotonic() - t0
-    return (st.st_size / dt) if ok and dt > 0 else None
+    return (fc.st.st_size / dt) if ok and dt > 0 else None
 
 
 def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
@@ -236,8 +278,13 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     se = selinux.commands(comp.name, target, tier.fstype) if selinux.enforcing() is not None else [
         "# SELinux is not enabled on this host; on an enforcing host run:"] + selinux.commands(comp.name, target, tier.fstype)
 
+    if request.verify not in verify_mod.VERIFY_MODES:
+        raise MoveError(f"--verify {request.verify} is not a verification level; use one of "
+                        f"{', '.join(verify_mod.VERIFY_MODES)}")
     rate = _probe_rate(entries, source, target) if (request.probe and entries) else None
-    estimates = _estimates(entries, logical, rate, _dirty_bytes(spec, model.page_size), mode)
+    change = _change_rate(spec, model.page_size) if (request.precopy and request.probe and state == "running") else None
+    estimates = _estimates(entries, logical, rate, _dirty_bytes(spec, model.page_size), mode, change,
+                           _table_stats(spec))
     plan = Plan(
         version=PLAN_VERSION, move_id=move_id, created_at=time.time(), component=comp.name, what=comp.what,
         variable=comp.variable, source_dir=source, target_dir=target, target_exists=target_exists,
@@ -261,7 +308,7 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
         apparmor=aa.to_dict(), selinux=se, shutdown_mode=mode, shutdown_reason=why_mode,
         precopy=request.precopy and comp.copies_files, no_shutdown=request.no_shutdown,
         was_running=(state == "running"), allow_same_fs=request.allow_same_fs, estimates=estimates,
-        request=asdict(request), notes=notes)
+        request=asdict(request), notes=notes, verify=request.verify)
     plan.steps = steps_of(plan)
     return plan
 
@@ -279,18 +326,36 @@ def _datadir_followers(model: ServerModel, source: str, target: str) -> dict[str
     return out
 
 
-def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str) -> dict[str, float]:
+def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str, change: float | None,
+               tables: tuple[int, int]) -> dict[str, float]:
+    """Seconds each step and each verification level will take, from the probes (or stated defaults).
+
+    With the pre-copy, the offline delta pass reads the files that changed since the last
+    online pass (those written in the last ``RECENT_SECONDS``, at the read-and-hash rate,
+    ``SCAN_SPEEDUP`` times the copy rate) and rewrites the blocks the server wrote in the
+    meantime (the measured change rate over one pass and the shutdown).
+    """
     now = time.time()
     recent = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode) and now - st.st_mtime < RECENT_SECONDS)
     r = rate or 100e6
     shutdown = 1.0 + dirty / 200e6 + (5.0 if mode == "slow" else 0.0)
     copy_all = logical / r
-    copy_delta = recent / r + len(entries) * 0.0002
+    scan = recent / (r * SCAN_SPEEDUP)
+    delta_written = min(recent, (change or 0.0) * (scan + shutdown))
+    copy_delta = scan + delta_written / r + len(entries) * 0.0002
+    n_tables, table_bytes = tables
+    sample_s = sample.estimate_seconds(n_tables)
     return {"copy_rate_bytes_per_s": round(r), "copy_rate_measured": bool(rate),
             "shutdown_s": round(shutdown, 1), "start_s": TYPICAL_START_S,
             "copy_offline_s": round(copy_all, 1), "delta_bytes": recent, "copy_delta_s": round(copy_delta, 1),
+            "change_rate_bytes_per_s": round(change or 0.0), "change_rate_measured": change is not None,
             "downtime_s": round(shutdown + copy_all + TYPICAL_START_S, 1),
-            "downtime_with_precopy_s": round(shutdown + copy_delta + TYPICAL_START_S, 1)}
+            "downtime_with_precopy_s": round(shutdown + copy_delta + TYPICAL_START_S, 1),
+            "tables": n_tables, "table_bytes": table_bytes,
+            # files: the read-back is part of the copy (in the copy rate); sample: under the read lock before
+            # the stop, again after the start without a lock; tables: CHECKSUM TABLE twice, writes blocked
+            "verify_files_s": 0.0, "verify_sample_s": sample_s,
+            "verify_tables_s": round(2 * table_bytes / CHECKSUM_RATE, 1)}
 
 
 def steps_of(plan: Plan) -> list[Step]:
@@ -300,11 +365,18 @@ def steps_of(plan: Plan) -> list[Step]:
     steps = [Step("PLAN", "record the plan and the current option files",
                   f"journal in $INNOTIER_HOME/moves/{plan.move_id}/")]
     if plan.precopy:
-        steps.append(Step("PRECOPY", f"copy {plan.files} files ({size}) while the server runs",
-                          "each copy read back and checksummed; files that change again are copied after shutdown"))
+        steps.append(Step("PRECOPY", f"copy {plan.files} files ({size}) while the server runs, then again "
+                          "what changed, until the delta stops shrinking",
+                          "each copy read back and checksummed; later passes rewrite only changed 64 KiB blocks"))
     stop = ("check the server is stopped (--no-shutdown)" if plan.no_shutdown else
             f"{plan.shutdown_mode} shutdown: {c['stop_hint']} ({plan.shutdown_reason})")
-    steps.append(Step("SHUTDOWN", "checksum every InnoDB table under FLUSH TABLES WITH READ LOCK, then stop", stop))
+    e = plan.estimates
+    lock = {"files": "stop (no table reads: the copy's checksums are the proof)",
+            "sample": f"sample {SAMPLE_DESC} of every InnoDB table under FLUSH TABLES WITH READ LOCK "
+                      f"(~{e.get('verify_sample_s', 0):.1f} s), then stop",
+            "tables": f"checksum every InnoDB table under FLUSH TABLES WITH READ LOCK "
+                      f"(~{e.get('verify_tables_s', 0) / 2:.0f} s, writes blocked), then stop"}[plan.verify]
+    steps.append(Step("SHUTDOWN", lock, stop))
     if plan.names:
         what = "files changed since the pre-copy" if plan.precopy else f"{plan.files} files ({size})"
         steps.append(Step("COPY", f"copy {what} to {plan.target_dir}",
@@ -323,9 +395,13 @@ def steps_of(plan: Plan) -> list[Step]:
                       f"atomic (write, fsync, rename, fsync dir){rec}; owner {plan.owner['user']} "
                       f"mode {plan.owner['mode']:04o} on {plan.target_dir}; {aa_line}", True))
     steps.append(Step("START", "start the server", c["start_hint"]))
-    steps.append(Step("VERIFY_SERVER", "server up, reports the new path, every table readable",
-                      "CHECKSUM TABLE of every InnoDB table equals the values before shutdown; "
-                      "TPC-C consistency checks when a tpcc schema is present"))
+    after = {"files": ("server up and reports the new path", "no table reads; writes allowed from the start"),
+             "sample": ("server up, reports the new path, every table's sample equal",
+                        f"no lock: writes allowed from the start (~{e.get('verify_sample_s', 0):.1f} s)"),
+             "tables": ("server up, reports the new path, every table's checksum equal",
+                        f"under a read lock from the start (~{e.get('verify_tables_s', 0) / 2:.0f} s); "
+                        "TPC-C consistency checks when a tpcc schema is present")}[plan.verify]
+    steps.append(Step("VERIFY_SERVER", *after))
     steps.append(Step("COMMIT", "record success",
                       f"the source stays until `innotier move finalize --id {plan.move_id}`"))
     return steps
@@ -348,6 +424,13 @@ def render(plan: Plan) -> str:
     out.append(f"  expected downtime: {e['downtime_s']:.1f} s offline copy; {e['downtime_with_precopy_s']:.1f} s "
                f"with the online pre-copy (--precopy)  [copy rate {rate}; shutdown ~{e['shutdown_s']:.1f} s, "
                f"start ~{e['start_s']:.0f} s]")
+    out.append(f"  verification ({plan.verify}): copy read back from the target, included in the copy time; "
+               f"sample of {e.get('tables', 0)} tables ~{e.get('verify_sample_s', 0):.1f} s before the stop and "
+               f"again after the start; CHECKSUM TABLE of {human_size(e.get('table_bytes', 0))} "
+               f"~{e.get('verify_tables_s', 0):.0f} s with writes blocked (--verify tables)")
+    if plan.precopy and e.get("change_rate_measured"):
+        out.append(f"  server writes {human_size(e['change_rate_bytes_per_s'])}/s now: the offline delta is "
+                   f"~{human_size(e['delta_bytes'])} to re-read, ~{e['copy_delta_s']:.1f} s")
     out.append("  steps:")
     for i, s in enumerate(plan.steps, 1):
         flag = " (server stopped)" if s.offline else ""

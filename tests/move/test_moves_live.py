@@ -24,11 +24,15 @@ def _move(run_cli, sandbox: str, component: str, to: str) -> dict:
     """Datadir moves go through the real CLI; the others call the same code in-process (CI time budget)."""
     if component != "datadir":
         return _move_in_process(sandbox, component, to)
-    proc = run_cli("move", "apply", component, "--sandbox", sandbox, "--to", to, "--yes", "--json")
+    # the full table-level verification (CHECKSUM TABLE under a read lock, TPC-C checks) on the CLI path;
+    # the default (a bounded sample) runs in the in-process moves and the crash points
+    proc = run_cli("move", "apply", component, "--sandbox", sandbox, "--to", to, "--yes", "--json",
+                   "--verify", "tables")
     assert proc.returncode == 0, f"move {component} -> {to} failed:\n{proc.stdout}\n{proc.stderr}"
     result = json.loads(proc.stdout)
     assert result["phase"] == "committed"
     assert result["verify_server"]["ok"] and not result["verify_server"]["checksum_problems"]
+    assert result["verify_server"]["mode"] == "tables" and result["verify_server"]["tpcc"] == {"tpcc": "ok"}
     fin = run_cli("move", "finalize", "--id", result["move_id"], "--yes", "--json")
     assert fin.returncode == 0, fin.stderr
     assert not json.loads(fin.stdout)["kept"]

@@ -6,9 +6,10 @@ import os
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
+
+import mvhelpers
 
 from datadir_mover import apparmor
 from datadir_mover.move import placement
@@ -62,18 +63,11 @@ def test_journal_lock_is_exclusive(tmp_path):
 # ---------------------------------------------------------------- copy
 
 
-def _sparse(path: Path, size: int, chunks: list[tuple[int, bytes]]) -> None:
-    with open(path, "wb") as fh:
-        fh.truncate(size)
-        for off, data in chunks:
-            fh.seek(off)
-            fh.write(data)
-
 
 def test_copy_keeps_holes_owner_mode_and_verifies(tmp_path):
     src, dst = tmp_path / "src", tmp_path / "dst"
     (src / "db").mkdir(parents=True)
-    _sparse(src / "ibdata1", 64 << 20, [(0, os.urandom(1 << 20)), (40 << 20, os.urandom(4096))])
+    mvhelpers.write_sparse(src / "ibdata1", 64 << 20, [(0, os.urandom(1 << 20)), (40 << 20, os.urandom(4096))])
     (src / "db" / "t.ibd").write_bytes(os.urandom(300_000))
     os.chmod(src / "db" / "t.ibd", 0o640)
     os.chown(src / "db" / "t.ibd", 65534, 65534)

@@ -1,0 +1,267 @@
+"""The copy at scale: block deltas between passes, holes kept through every path, read-back from the medium,
+a flipped byte caught before the switch, and a writer that loses no committed row across a pre-copied move.
+
+Unit parts run on files under pytest's tmp_path (the root file system: O_DIRECT read-back) and on
+the session's real tmpfs (read-back of memory); the live parts move a clone of the golden sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import mvhelpers
+
+from datadir_mover.move import copy as cp
+from datadir_mover.move.copy import BLOCK, RACY_MARGIN_NS, copy_tree, digest_file, walk
+from tuner.core.errors import MoveError
+
+
+
+def _age(path: Path) -> None:
+    """Make a file look modified long before any copy read it (the racily-clean rule does not apply)."""
+    old = time.time_ns() - 10 * RACY_MARGIN_NS
+    os.utime(path, ns=(old, old))
+
+
+def _trust_timestamps(manifest) -> None:
+    # ctime cannot be set back: pretend the pass read every file long after its last change
+    for rec in manifest.records.values():
+        rec.read_at_ns += 10 * RACY_MARGIN_NS
+
+
+# ---------------------------------------------------------------- deltas between passes
+
+
+def test_changed_file_is_copied_again_only_its_changed_blocks(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    (src / "hot.ibd").write_bytes(os.urandom(200 * BLOCK + 123))  # several 8 MiB chunks and a partial last block
+    (src / "cold.ibd").write_bytes(os.urandom(3 * BLOCK))
+    for f in ("hot.ibd", "cold.ibd"):
+        _age(src / f)
+    first, st1 = copy_tree(src, dst, walk(src))
+    assert st1.files_copied == 2 and st1.files_delta == 0
+    _trust_timestamps(first)
+
+    with open(src / "hot.ibd", "r+b") as fh:  # the server writes one page in block 150 and appends
+        fh.seek(150 * BLOCK + 16384)
+        fh.write(os.urandom(16384))
+        fh.seek(0, os.SEEK_END)
+        fh.write(os.urandom(5000))
+    second, st2 = copy_tree(src, dst, walk(src), previous=first)
+    assert st2.files_copied == 1 and st2.files_skipped == 1 and st2.files_delta == 1
+    # block 150, the old partial last block and the new tail: nothing else was rewritten
+    assert st2.bytes_copied <= 3 * BLOCK, st2.bytes_copied
+    assert second.records["hot.ibd"].verified
+    assert digest_file(str(dst / "hot.ibd")) == digest_file(str(src / "hot.ibd")) == second.records["hot.ibd"].digest
+    assert (dst / "hot.ibd").read_bytes() == (src / "hot.ibd").read_bytes()
+
+
+def _copied_once(tmp_path, blocks: int):
+    """(src, dst, manifest): one file of ``blocks`` random blocks, copied and verified."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    (src / "f").write_bytes(os.urandom(blocks * BLOCK))
+    _age(src / "f")
+    first, _ = copy_tree(src, dst, walk(src))
+    return src, dst, first
+
+
+def test_delta_without_block_digests_copies_the_file_whole(tmp_path):
+    """After a restart of the mover the passes' block digests are gone: changed files are copied whole."""
+    src, dst, first = _copied_once(tmp_path, 20)
+    reloaded = cp.Manifest.from_dict(first.to_dict())
+    assert not reloaded.blocks
+    (src / "f").write_bytes(os.urandom(20 * BLOCK))
+    second, st = copy_tree(src, dst, walk(src), previous=reloaded)
+    assert st.files_delta == 0 and st.bytes_copied == 20 * BLOCK
+    assert (dst / "f").read_bytes() == (src / "f").read_bytes()
+
+
+def test_target_changed_behind_our_back_is_not_delta_copied(tmp_path):
+    """The block digests only describe the target as verified; a target touched since is rewritten whole."""
+    src, dst, first = _copied_once(tmp_path, 10)
+    _trust_timestamps(first)
+    with open(dst / "f", "r+b") as fh:  # someone scribbles on the copy
+        fh.seek(3 * BLOCK)
+        fh.write(b"scribble")
+    with open(src / "f", "r+b") as fh:
+        fh.seek(7 * BLOCK)
+        fh.write(b"server write")
+    second, st = copy_tree(src, dst, walk(src), previous=first)
+    assert st.files_delta == 0
+    assert (dst / "f").read_bytes() == (src / "f").read_bytes()
+
+
+# ---------------------------------------------------------------- holes
+
+
+def test_sparse_file_stays_sparse_through_a_delta_pass(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    size = 256 << 20  # 4 pieces, 32 chunks: holes across piece and chunk boundaries
+    data = [(0, os.urandom(1 << 20)), ((70 << 20) + 4096, os.urandom(8192)), ((200 << 20), os.urandom(3 << 20))]
+    mvhelpers.write_sparse(src / "ibdata1", size, data)
+    _age(src / "ibdata1")
+    m, _ = copy_tree(src, dst, walk(src))
+    s, d = os.stat(src / "ibdata1"), os.stat(dst / "ibdata1")
+    assert d.st_size == s.st_size and d.st_blocks * 512 <= s.st_blocks * 512 + (1 << 20), "holes were filled"
+    assert m.records["ibdata1"].digest == digest_file(str(dst / "ibdata1"))
+    # a later pass that changes one data block keeps the rest of the holes
+    _trust_timestamps(m)
+    with open(src / "ibdata1", "r+b") as fh:
+        fh.seek(200 << 20)
+        fh.write(os.urandom(4096))
+    m2, st = copy_tree(src, dst, walk(src), previous=m)
+    assert st.files_delta == 1 and st.bytes_copied == BLOCK
+    d2 = os.stat(dst / "ibdata1")
+    assert d2.st_blocks * 512 <= s.st_blocks * 512 + (1 << 20), "a delta pass filled the holes"
+    assert (dst / "ibdata1").read_bytes() == (src / "ibdata1").read_bytes()
+
+
+@pytest.mark.root
+def test_copy_to_tmpfs_reads_back_and_catches_a_flip(mv_tiers, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.ibd").write_bytes(os.urandom((cp.SEGMENT * 2) + 777))  # two pieces in parallel and a tail
+    (src / "b.ibd").write_bytes(os.urandom(12345))
+    dst = Path(mv_tiers["tmpfs"]) / "copy-scale"
+    dst.mkdir()
+    try:
+        assert cp.on_memory_fs(dst)
+        m, _ = copy_tree(src, dst, walk(src), verify=False)
+        with open(dst / "a.ibd", "r+b") as fh:  # one byte, in the second piece
+            fh.seek(cp.SEGMENT + 4242)
+            b = fh.read(1)
+            fh.seek(cp.SEGMENT + 4242)
+            fh.write(bytes([b[0] ^ 0x01]))
+        with pytest.raises(MoveError, match="differs from its source"):
+            cp.verify_tree(m)
+    finally:
+        import shutil
+
+        shutil.rmtree(dst)
+
+
+# ---------------------------------------------------------------- live moves
+
+
+def _move(sandbox: str, to: str, precopy: bool, on_state=None, verify: str = "sample") -> tuple:
+    from datadir_mover.move import plan as planmod
+    from datadir_mover.move.executor import Executor
+    from tuner.core.sandbox import Sandbox
+
+    spec = Sandbox.load(sandbox).connection_spec()
+    plan = planmod.build(planmod.MoveRequest("datadir", to, precopy=precopy, probe=False, verify=verify), spec)
+    ex = Executor.create(plan)
+    if on_state:
+        ex.on_state = on_state
+    return ex, plan
+
+
+def _datadir(sb) -> str:
+    from tuner.core.server import inspect
+
+    return inspect(sb.connection_spec()).datadir
+
+
+@pytest.mark.root
+def test_byte_flipped_on_target_before_switch_stops_the_move(clone, mv_tiers):
+    sb = clone("mv-flip")
+    home = _datadir(sb)
+    target = os.path.join(mv_tiers["tmpfs"], "flip")
+    flipped = {}
+
+    def flip(state: str) -> None:
+        if state == "VERIFY":  # after COPY wrote every file, before VERIFY reads them back
+            p = Path(target, "tpcc", "stock.ibd")
+            with open(p, "r+b") as fh:
+                fh.seek(5 * 16384 + 100)
+                b = fh.read(1)
+                fh.seek(5 * 16384 + 100)
+                fh.write(bytes([b[0] ^ 0x80]))
+            flipped["at"] = str(p)
+
+    ex, plan = _move(sb.name, target, precopy=False, on_state=flip)
+    with pytest.raises(MoveError, match="VERIFY.*differs from its source.*rolled back"):
+        ex.run()
+    assert flipped, "the byte was never flipped"
+    assert ex.journal.phase == "rolled_back" and not ex.journal.began("SWITCH")
+    assert sb.state().value == "running"
+    assert os.path.realpath(_datadir(sb)) == os.path.realpath(home), "the server was switched"
+    assert not os.path.exists(target), "the bad copy was left behind"
+
+
+class _Writer(threading.Thread):
+    """Inserts numbered rows, one transaction each, reconnecting through the restart; remembers acknowledged ids."""
+
+    def __init__(self, spec):
+        super().__init__(daemon=True)
+        self.spec = spec
+        self.stop = threading.Event()
+        self.acked: list[int] = []
+        self.errors = 0
+
+    def run(self) -> None:
+        conn = None
+        n = 0
+        while not self.stop.is_set():
+            try:
+                if conn is None:
+                    conn = self.spec.with_database(None).connect(connection_timeout=2)
+                n += 1
+                cur = conn.cursor()
+                cur.execute("INSERT INTO mvw.rows (id, at) VALUES (%s, NOW(6))", (n,))
+                conn.commit()
+                self.acked.append(n)  # the server acknowledged the commit
+            except Exception:
+                self.errors += 1
+                try:
+                    conn and conn.close()
+                except Exception:
+                    pass
+                conn = None
+                time.sleep(0.05)
+
+
+@pytest.mark.root
+def test_writer_during_precopied_move_loses_no_committed_row(clone, mv_tiers):
+    sb = clone("mv-writer")
+    spec = sb.connection_spec()
+    conn = spec.with_database(None).connect()
+    cur = conn.cursor()
+    cur.execute("CREATE DATABASE mvw")
+    cur.execute("CREATE TABLE mvw.rows (id INT PRIMARY KEY, at DATETIME(6)) ENGINE=InnoDB")
+    conn.close()
+    writer = _Writer(spec)
+    writer.start()
+    try:
+        while len(writer.acked) < 50:
+            time.sleep(0.05)
+        ex, _ = _move(sb.name, os.path.join(mv_tiers["tmpfs"], "writer"), precopy=True)
+        result = ex.run()
+        time.sleep(0.5)  # a few commits on the new location too
+    finally:
+        writer.stop.set()
+        writer.join(10)
+    assert result["phase"] == "committed"
+    assert len(result["precopy"]["passes"]) >= 2, result["precopy"]
+    conn = spec.with_database(None).connect()
+    cur = conn.cursor()
+    cur.execute("SELECT id FROM mvw.rows")
+    present = {r[0] for r in cur.fetchall()}
+    conn.close()
+    lost = sorted(set(writer.acked) - present)
+    assert not lost, f"{len(lost)} committed rows are missing after the move: {lost[:10]}"
+    assert len(writer.acked) > 50 and writer.errors > 0, "the writer did not write across the restart"
+    vs = result["verify_server"]
+    assert vs["ok"] and vs["mode"] == "sample" and vs["write_statements_since_start"] >= 0
+    assert not ex.finalize()["kept"]

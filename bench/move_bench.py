@@ -42,6 +42,10 @@ from datadir_mover.move.copy import copy_tree, walk  # noqa: E402
 from datadir_mover.move.executor import Executor  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.core.server import inspect  # noqa: E402
+from tuner.tpcc import new_order, schema  # noqa: E402
+from tuner.tpcc.loader import load as tpcc_load  # noqa: E402
+from tuner.tpcc.session import Rollback, Session  # noqa: E402
+from tuner.tpcc.terminal import Terminal  # noqa: E402
 
 
 def loadavg() -> str:
@@ -60,8 +64,6 @@ class NewOrderLoad:
     """
 
     def __init__(self, spec, warehouses: int, clients: int):
-        from tuner.tpcc import schema
-
         self.spec = spec.with_database("tpcc")
         conn = self.spec.connect()
         self.constants = schema.run_constants(conn, "tpcc")
@@ -83,10 +85,6 @@ class NewOrderLoad:
             t.join(15)
 
     def _client(self, number: int) -> None:
-        from tuner.tpcc import new_order
-        from tuner.tpcc.session import Rollback, Session
-        from tuner.tpcc.terminal import Terminal
-
         term = Terminal.for_client(number, self.warehouses, self.constants)
         session = None
         while not self.stop.is_set():
@@ -230,8 +228,6 @@ def main() -> int:
         sb = sbx.create("mvb", options={"innodb_buffer_pool_size": "1G", "innodb_log_file_size": "512M"})
         sb.start()
         spec = sb.connection_spec()
-        from tuner.tpcc.loader import load as tpcc_load
-
         t0 = time.monotonic()
         tpcc_load(spec, warehouses=args.warehouses, database="tpcc", drop=True, progress=False)
         print(f"data: TPC-C {args.warehouses} warehouses, datadir {datadir_bytes(spec) / 2**20:.0f} MiB on "

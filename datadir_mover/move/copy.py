@@ -40,6 +40,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import re
 import stat
 import threading
 import time
@@ -85,6 +86,7 @@ class FileRecord:
     target_ctime_ns: int = 0
     target_ino: int = 0
     verified: bool = False  # target content read back and equal to ``digest``
+    lsn_floor: int = 0  # the server's checkpoint LSN read before the pass that read this file (0: unknown)
 
 
 @dataclass
@@ -297,6 +299,80 @@ def _copy_piece(sfd: int, dfd: int, start: int, end: int, progress: Progress | N
     return b"".join(digests), written
 
 
+def _copy_stale_blocks(sfd: int, dfd: int, start: int, end: int, progress: Progress | None, old: bytes,
+                       stale: frozenset[int]) -> tuple[bytes, list[tuple[int, int]]]:
+    """Like ``_copy_piece`` with ``old``, but only the blocks in ``stale`` are read; the rest keep their digests.
+
+    For a stopped server's tablespace whose pages outside ``stale`` provably have not been
+    written since the pass that copied them (``stale_blocks``).
+    """
+    view = _buffer()
+    digests: list[bytes] = []
+    written: list[tuple[int, int]] = []
+    for bi in range(start // BLOCK, -(-end // BLOCK)):
+        a, b = bi * BLOCK, min((bi + 1) * BLOCK, end)
+        prev = old[bi * 16:(bi + 1) * 16]
+        if bi not in stale and len(prev) == 16:
+            digests.append(prev)
+            continue
+        n = _pread_full(sfd, view[:b - a], a)
+        data = view[:n] if n == b - a else bytes(view[:n]) + bytes(b - a - n)
+        d = _block_digest(data)
+        if d != prev:
+            _write_all(dfd, data, a)
+            written.append((a, b))
+        digests.append(d)
+        if progress:
+            progress(b - a)
+    return b"".join(digests), written
+
+
+FIL_PAGE_LSN = 16  # offset of a page's newest-modification LSN (8 bytes, big-endian) in every InnoDB page
+FSP_SPACE_FLAGS = 38 + 16  # FIL_PAGE_DATA + FSP_SPACE_FLAGS: the tablespace's flags in page 0
+FSP_FLAGS_FCRC32_MARKER = 1 << 4  # MariaDB 10.5+ full_crc32 format (no ROW_FORMAT=COMPRESSED possible)
+FSP_FLAGS_ZIP_SSIZE = 0xF << 1  # ROW_FORMAT=COMPRESSED: physical pages smaller than the server's page size
+
+
+def _lsn_pages(fd: int, page_size: int) -> bool:
+    """True when every ``page_size`` page of the file starts with an InnoDB FIL header (not ROW_FORMAT=COMPRESSED)."""
+    raw = os.pread(fd, 4, FSP_SPACE_FLAGS)
+    if len(raw) < 4 or page_size <= 0:
+        return False
+    flags = int.from_bytes(raw, "big")
+    return bool(flags & FSP_FLAGS_FCRC32_MARKER) or not flags & FSP_FLAGS_ZIP_SSIZE
+
+
+TABLESPACE_NAME = re.compile(r"(^|/)(ibdata\d+|undo\d+|[^/]+\.ibd)$")  # files made of LSN-stamped pages
+
+
+def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int, old_blocks: int) -> frozenset[int]:
+    """Blocks of a stopped server's tablespace that may differ from the copy made after ``lsn_floor`` was read.
+
+    ``lsn_floor`` is the server's last checkpoint LSN, read before the pass that copied the
+    file began.  Every page the server writes afterwards was dirty then or later, so it
+    carries an LSN >= ``lsn_floor`` (a dirty page's oldest modification is at or after the
+    checkpoint); a page whose LSN is below it on disk now was not written since, and the
+    copy of it (which was read after ``lsn_floor``) is exact, a torn read included (a tear
+    needs a concurrent write, which stamps a newer LSN).  Stale: blocks with a page at or
+    above the floor or with LSN 0 (never written, or a hole: compared by content), block 0
+    (the header page, where the server writes outside the rule at shutdown), and blocks the
+    earlier copy did not have (the file grew).
+    """
+    blocks = -(-size // BLOCK)
+    if not _lsn_pages(fd, page_size):
+        return frozenset(range(blocks))
+    stale = {0}
+    per_block = max(1, BLOCK // page_size)
+    stale.update(range(min(old_blocks, blocks) - 1 if old_blocks else 0, blocks))  # growth and the tail
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # one header per page: no read-ahead of the rest
+    for page in range(size // page_size):
+        raw = os.pread(fd, 8, page * page_size + FIL_PAGE_LSN)
+        lsn = int.from_bytes(raw, "big") if len(raw) == 8 else 0
+        if lsn == 0 or lsn >= lsn_floor:
+            stale.add(page // per_block)
+    return frozenset(stale)
+
+
 def _read_piece(fd: int, start: int, end: int, direct: bool) -> bytes:
     """Block digests of [start, end) of an open file (holes as zeros); ``direct``: the fd has O_DIRECT."""
     view = _buffer()
@@ -390,12 +466,14 @@ class FileCopy:
 
 
 def copy_file(src: str, dst: str, progress: Progress | None = None, pool: ThreadPoolExecutor | None = None,
-              old: bytes | None = None) -> FileCopy:
+              old: bytes | None = None, lsn_skip: tuple[int, int] | None = None) -> FileCopy:
     """Copy one regular file, keep owner/mode/mtime, fsync.
 
     Without ``old`` the target is created anew from the source's data extents; with
     ``old`` (the block digests of the target as verified earlier) only changed blocks are
-    rewritten.  With ``pool`` the file's pieces are copied in parallel.
+    rewritten.  With ``pool`` the file's pieces are copied in parallel.  ``lsn_skip``
+    (page size, LSN floor), only with ``old`` on a stopped server's tablespace: blocks whose
+    pages are all older than the floor are not even read (``stale_blocks``).
     """
     sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
     try:
@@ -407,7 +485,12 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
             if old is not None:
                 old = old[: (st.st_size + BLOCK - 1) // BLOCK * 16]  # the file may have shrunk or grown
             os.ftruncate(dfd, st.st_size)  # holes stay holes: only data is written below
-            parts = _run(pool, _copy_piece, [(sfd, dfd, a, b, progress, old) for a, b in segments(st.st_size)])
+            if old is not None and lsn_skip is not None:
+                stale = stale_blocks(sfd, st.st_size, lsn_skip[0], lsn_skip[1], len(old) // 16)
+                parts = _run(pool, _copy_stale_blocks, [(sfd, dfd, a, b, progress, old, stale)
+                                                        for a, b in segments(st.st_size)])
+            else:
+                parts = _run(pool, _copy_piece, [(sfd, dfd, a, b, progress, old) for a, b in segments(st.st_size)])
             _keep_metadata_fd(dfd, st)
             os.fsync(dfd)
             os.posix_fadvise(dfd, 0, 0, os.POSIX_FADV_DONTNEED)  # written and durable: leave the cache to others
@@ -482,13 +565,17 @@ def _unchanged_since(prev: FileRecord, st: os.stat_result, target: Path) -> bool
 def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: list[tuple[str, os.stat_result]],
               previous: Manifest | None = None, progress: Progress | None = None,
               after_file: Callable[[str], None] | None = None, verify: bool = True,
-              workers: int = WORKERS) -> tuple[Manifest, CopyStats]:
+              workers: int = WORKERS, lsn_floor: int = 0, page_size: int = 0) -> tuple[Manifest, CopyStats]:
     """Copy ``entries`` (from ``walk``) from ``source`` into ``target``; with ``verify`` read each copy back.
 
     ``target`` must exist.  With ``previous`` (the pre-copy's manifest) unchanged files
     are kept and target files whose source entry is gone are removed.  Without
     ``verify`` the caller runs ``verify_tree`` (the mover's VERIFY step).  ``workers``
     pieces are in flight at once (small files whole, large files in ``SEGMENT`` pieces).
+    ``lsn_floor``: the server's checkpoint LSN read before this pass began, recorded with
+    every file read.  ``page_size`` (server stopped, with ``previous``): a changed
+    tablespace whose previous copy has an LSN floor is read only where its pages are not
+    older than that floor (``stale_blocks``).
     """
     t0 = time.monotonic()
     src, dst = Path(source), Path(target)
@@ -525,8 +612,11 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
                     progress(st.st_size)
                 continue
             old = previous.blocks.get(rel) if prev is not None and _target_intact(prev, dst) else None
-            todo.append((rel, st, old))
+            skip = ((page_size, prev.lsn_floor) if old is not None and page_size and prev.lsn_floor
+                    and TABLESPACE_NAME.search(rel) else None)
+            todo.append((rel, st, old, skip))
     for rec, fc in _copy_files(src, dst, todo, progress, after_file, verify, workers):
+        rec.lsn_floor = lsn_floor
         manifest.records[rec.rel] = rec
         manifest.blocks[rec.rel] = fc.blocks
         stats.files_copied += 1
@@ -555,7 +645,7 @@ def _target_intact(prev: FileRecord, target: Path) -> bool:
                                                                prev.target_ino)
 
 
-def _copy_files(src: Path, dst: Path, todo: list[tuple[str, os.stat_result, bytes | None]],
+def _copy_files(src: Path, dst: Path, todo: list[tuple[str, os.stat_result, bytes | None, tuple | None]],
                 progress: Progress | None, after_file: Callable[[str], None] | None, verify: bool,
                 workers: int) -> list[tuple[FileRecord, FileCopy]]:
     """Copy (and with ``verify`` read back) files: small ones whole in the pool, large ones in parallel pieces.
@@ -565,9 +655,10 @@ def _copy_files(src: Path, dst: Path, todo: list[tuple[str, os.stat_result, byte
     """
     memory = on_memory_fs(dst) if todo else False
 
-    def one(rel: str, old: bytes | None, pool: ThreadPoolExecutor | None) -> tuple[FileRecord, FileCopy]:
+    def one(rel: str, old: bytes | None, skip: tuple | None,
+            pool: ThreadPoolExecutor | None) -> tuple[FileRecord, FileCopy]:
         read_at = time.time_ns()
-        fc = copy_file(str(src / rel), str(dst / rel), progress, pool, old)
+        fc = copy_file(str(src / rel), str(dst / rel), progress, pool, old, skip)
         st = fc.st
         rec = FileRecord(rel, "file", st.st_size, st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns,
                          st.st_ctime_ns, st.st_ino, digest=fc.digest, read_at_ns=read_at)
@@ -582,11 +673,11 @@ def _copy_files(src: Path, dst: Path, todo: list[tuple[str, os.stat_result, byte
     large = sorted((x for x in todo if x[1].st_size > SEGMENT), key=lambda x: -x[1].st_size)
     small = [x for x in todo if x[1].st_size <= SEGMENT]
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix="innotier-copy") as pool:
-        futures = [pool.submit(one, rel, old, None) for rel, _, old in small]
+        futures = [pool.submit(one, rel, old, skip, None) for rel, _, old, skip in small]
         done_large = []
         try:
-            for rel, _, old in large:  # pieces of one large file fill the pool while small files finish
-                done_large.append(one(rel, old, pool))
+            for rel, _, old, skip in large:  # pieces of one large file fill the pool while small files finish
+                done_large.append(one(rel, old, skip, pool))
         finally:
             done_small = _results(futures)
     return done_small + done_large

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from tuner.core.durable import fsync_dir, write_atomic
 from tuner.core.errors import InnotierError, MoveError
-from tuner.core.server import ServerModel, inspect, model_from_variables
+from tuner.core.server import ServerModel, fetch_status, inspect, model_from_variables
 from tuner.core.units import human_size
 
 from datadir_mover import apparmor
@@ -152,9 +152,11 @@ class Executor:
             total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
             what = "pre-copy (server running)" if n == 1 else f"pre-copy pass {n}: changed blocks"
             began = time.time()
+            floor = self._checkpoint_lsn()  # before the pass reads anything (copy.stale_blocks)
             manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=manifest,
                                      progress=self.progress(what, total),
-                                     after_file=self._mid("PRECOPY") if n == 1 else None, verify=True)
+                                     after_file=self._mid("PRECOPY") if n == 1 else None, verify=True,
+                                     lsn_floor=floor)
             passes.append({"pass": n, "began_at": began, "seconds": round(st.seconds, 3),
                            "files_changed": st.files_copied, "files_delta": st.files_delta,
                            "bytes_written": st.bytes_copied, "files_unchanged": st.files_skipped})
@@ -212,7 +214,8 @@ class Executor:
         total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=prev,
                                  progress=self.progress("copy (server stopped)", total),
-                                 after_file=self._mid("COPY"), verify=False)
+                                 after_file=self._mid("COPY"), verify=False,
+                                 page_size=int(self.plan.server["page_size"]))
         self.journal.save_json("copy-manifest.json", manifest.to_dict())
         return {"files": st.files_copied, "bytes": st.bytes_copied, "files_delta": st.files_delta,
                 "files_unchanged_since_precopy": st.files_skipped,
@@ -492,9 +495,20 @@ class Executor:
         data["tables"] = len(sums)
         data["read_seconds"] = round(time.monotonic() - t0, 3)
 
+    def _checkpoint_lsn(self) -> int:
+        """The server's last checkpoint LSN (MariaDB's Innodb_lsn_last_checkpoint; 0 where it has none)."""
+        try:
+            conn = self.plan.connection_spec().with_database(None).connect()
+            try:
+                return int(fetch_status(conn).get("Innodb_lsn_last_checkpoint", 0) or 0)
+            finally:
+                conn.close()
+        except (InnotierError, ValueError):
+            return 0
+
     def _take_read_lock(self) -> None:
         conn = self.plan.connection_spec().with_database(None).connect()
-        conn.cursor().execute(verify.SQL_READ_LOCK)
+        verify.block_writes(conn)
         self._lock_conn = conn
 
     def _release_read_lock(self) -> None:

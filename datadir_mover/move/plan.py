@@ -372,9 +372,9 @@ def steps_of(plan: Plan) -> list[Step]:
             f"{plan.shutdown_mode} shutdown: {c['stop_hint']} ({plan.shutdown_reason})")
     e = plan.estimates
     lock = {"files": "stop (no table reads: the copy's checksums are the proof)",
-            "sample": f"sample {SAMPLE_DESC} of every InnoDB table under FLUSH TABLES WITH READ LOCK "
+            "sample": f"sample {SAMPLE_DESC} of every InnoDB table with commits blocked "
                       f"(~{e.get('verify_sample_s', 0):.1f} s), then stop",
-            "tables": f"checksum every InnoDB table under FLUSH TABLES WITH READ LOCK "
+            "tables": f"checksum every InnoDB table with commits blocked "
                       f"(~{e.get('verify_tables_s', 0) / 2:.0f} s, writes blocked), then stop"}[plan.verify]
     steps.append(Step("SHUTDOWN", lock, stop))
     if plan.names:

@@ -6,7 +6,7 @@ cheaply: does the server, started on the new location, read every table, from th
 its clustered index down to the leftmost and rightmost leaf pages, and return the same
 rows as before the stop?  ``SAMPLE_ROWS`` rows from each end of the primary key (a few
 16 KiB pages' worth; a small table is hashed whole) cost milliseconds per table, so the
-"before" sample is taken under ``FLUSH TABLES WITH READ LOCK`` right before the stop
+"before" sample is taken with commits blocked (``verify.block_writes``) right before the stop
 without blocking writes for longer than a fraction of the shutdown itself.
 
 After the start no lock is taken: clients may write at once.  The server's counters of

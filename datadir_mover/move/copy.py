@@ -53,8 +53,7 @@ import xxhash
 
 from tuner.core.durable import fsync_dir
 from tuner.core.errors import MoveError
-
-from datadir_mover.probe import mount_of
+from tuner.core.probe import mount_of
 
 BUFFER = 8 << 20  # bytes per read/write: large sequential I/O
 SEGMENT = 64 << 20  # a file is copied (in parallel) in pieces of this size

@@ -167,11 +167,14 @@ class Executor:
         self._precopy = manifest
         self.journal.save_json("precopy-manifest.json", manifest.to_dict())
         last = passes[-1]
+        rate = self.plan.estimates.get("copy_rate_bytes_per_s") or 100e6
+        expected_copy = last["bytes_written"] / rate + self.plan.estimates.get("copy_delta_s", 0.0)
         return {"passes": passes, "files": passes[0]["files_changed"], "bytes": passes[0]["bytes_written"],
                 "seconds": round(sum(p["seconds"] for p in passes), 3),
-                # the offline delta pass reads what the last online pass read, with nothing competing
-                "expected_copy_s": last["seconds"],
-                "expected_downtime_s": round(self.plan.estimates.get("shutdown_s", 1.0) + last["seconds"]
+                # the offline delta pass rewrites about what the last online pass rewrote (the blocks written
+                # during one pass), at the copy rate, plus one page header read per page of the changed files
+                "expected_copy_s": round(expected_copy, 1),
+                "expected_downtime_s": round(self.plan.estimates.get("shutdown_s", 1.0) + expected_copy
                                              + self.plan.estimates.get("start_s", TYPICAL_START_S), 1)}
 
     def _do_shutdown(self) -> dict[str, Any]:

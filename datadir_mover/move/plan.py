@@ -24,7 +24,7 @@ from datadir_mover import apparmor, selinux
 from datadir_mover.move import components, placement, preflight, sample
 from datadir_mover.move import verify as verify_mod
 from datadir_mover.move.control import SandboxControl, SystemdControl, control_for, server_user
-from datadir_mover.move.copy import allocated_bytes, copy_file, digest_file, logical_bytes, walk
+from datadir_mover.move.copy import TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes, walk
 from tuner.core.sandbox import Sandbox
 
 PLAN_VERSION = 1
@@ -33,6 +33,7 @@ RECENT_SECONDS = 60  # files modified this recently are counted as "changed agai
 TYPICAL_START_S = 3.0  # server start and accept, measured on sandboxes here (2-4 s); an estimate, not a promise
 CHANGE_SAMPLE_S = 1.0  # how long the plan watches the server's write rate (pre-copy estimate)
 SCAN_SPEEDUP = 2.0  # reading and hashing a changed file vs copying it whole (no write, no read-back); measured 2-3x
+HEADER_READ_S = 3e-6  # one page header read (pread of 8 bytes, page cache warm), measured 1-4 us here
 CHECKSUM_RATE = 150e6  # bytes/s CHECKSUM TABLE reads (assumed: it reads every row through the server)
 
 
@@ -284,7 +285,7 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     rate = _probe_rate(entries, source, target) if (request.probe and entries) else None
     change = _change_rate(spec, model.page_size) if (request.precopy and request.probe and state == "running") else None
     estimates = _estimates(entries, logical, rate, _dirty_bytes(spec, model.page_size), mode, change,
-                           _table_stats(spec))
+                           _table_stats(spec), model.page_size)
     plan = Plan(
         version=PLAN_VERSION, move_id=move_id, created_at=time.time(), component=comp.name, what=comp.what,
         variable=comp.variable, source_dir=source, target_dir=target, target_exists=target_exists,
@@ -327,22 +328,26 @@ def _datadir_followers(model: ServerModel, source: str, target: str) -> dict[str
 
 
 def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str, change: float | None,
-               tables: tuple[int, int]) -> dict[str, float]:
+               tables: tuple[int, int], page_size: int = 16384) -> dict[str, float]:
     """Seconds each step and each verification level will take, from the probes (or stated defaults).
 
-    With the pre-copy, the offline delta pass reads the files that changed since the last
-    online pass (those written in the last ``RECENT_SECONDS``, at the read-and-hash rate,
-    ``SCAN_SPEEDUP`` times the copy rate) and rewrites the blocks the server wrote in the
-    meantime (the measured change rate over one pass and the shutdown).
+    With the pre-copy, the offline delta pass reads one page header per page of the files
+    that changed since the last online pass (those written in the last ``RECENT_SECONDS``)
+    and copies the blocks the server wrote since that pass began: the measured change rate
+    over one pass (a re-read of those files, ``SCAN_SPEEDUP`` times the copy rate) and the
+    shutdown.  Files that are not tablespaces (the redo log) are re-read whole.
     """
     now = time.time()
-    recent = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode) and now - st.st_mtime < RECENT_SECONDS)
+    files = [(rel, st) for rel, st in entries if stat.S_ISREG(st.st_mode) and now - st.st_mtime < RECENT_SECONDS]
+    recent = sum(st.st_size for _, st in files)
+    plain = sum(st.st_size for rel, st in files if not TABLESPACE_NAME.search(rel))
     r = rate or 100e6
     shutdown = 1.0 + dirty / 200e6 + (5.0 if mode == "slow" else 0.0)
     copy_all = logical / r
-    scan = recent / (r * SCAN_SPEEDUP)
-    delta_written = min(recent, (change or 0.0) * (scan + shutdown))
-    copy_delta = scan + delta_written / r + len(entries) * 0.0002
+    last_pass = recent / (r * SCAN_SPEEDUP)
+    delta_written = min(recent, (change or 0.0) * (last_pass + shutdown))
+    headers = (recent - plain) / max(page_size, 1) * HEADER_READ_S
+    copy_delta = headers + plain / (r * SCAN_SPEEDUP) + delta_written / r + len(entries) * 0.0002
     n_tables, table_bytes = tables
     sample_s = sample.estimate_seconds(n_tables)
     return {"copy_rate_bytes_per_s": round(r), "copy_rate_measured": bool(rate),

@@ -611,8 +611,9 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
                     progress(st.st_size)
                 continue
             old = previous.blocks.get(rel) if prev is not None and _target_intact(prev, dst) else None
+            # the page-LSN shortcut only for the same file (an undo truncation recreates its file)
             skip = ((page_size, prev.lsn_floor) if old is not None and page_size and prev.lsn_floor
-                    and TABLESPACE_NAME.search(rel) else None)
+                    and prev.ino == st.st_ino and TABLESPACE_NAME.search(rel) else None)
             todo.append((rel, st, old, skip))
     for rec, fc in _copy_files(src, dst, todo, progress, after_file, verify, workers):
         rec.lsn_floor = lsn_floor

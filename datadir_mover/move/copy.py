@@ -24,7 +24,9 @@ file's digest is the xxh3-128 of its blocks' digests and its length, so pieces h
 in parallel and ``digest_file`` computes the same value.  The block digests of a
 verified copy let the next pass of an online pre-copy rewrite only the blocks that
 changed (rsync's rolling-free block check at fixed offsets: InnoDB writes pages in
-place), and read back only those.
+place), and read back only those.  While the server is stopped, a changed tablespace
+need not even be read where its pages are older than the checkpoint LSN the last pass
+began with (``stale_blocks``): only their 8-byte page headers are.
 
 Two passes make the online pre-copy work (as rsync's quick check, with git's
 "racily clean" rule): ``copy_tree(..., previous=manifest_of_the_precopy)`` skips a

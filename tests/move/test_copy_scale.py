@@ -313,3 +313,20 @@ def test_offline_delta_reads_only_blocks_with_pages_written_since_the_pass(tmp_p
     else:  # block 0 (header page), block 10, and the last block: 3 of 100 read
         assert sum(read) == 3 * BLOCK
     assert final.records["db/t.ibd"].digest == digest_file(str(ts))
+
+
+def test_page_lsns_read_one_by_one_or_sequentially_agree(tmp_path):
+    ts = tmp_path / "t.ibd"
+    _tablespace(ts, 1000, lsn=7)
+    for p, lsn in ((0, 11), (513, 99), (999, 5)):
+        _write_page(ts, p, lsn)
+    fd = os.open(ts, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        cached = cp.page_lsns(fd, size, PAGE, cached=True)  # one header read per page
+        sequential = cp.page_lsns(fd, size, PAGE, cached=False)  # 8 MiB reads
+        probed = cp.page_lsns(fd, size, PAGE)  # either, by the timed probe
+    finally:
+        os.close(fd)
+    assert cached == sequential == probed and len(cached) == 1000
+    assert (cached[0], cached[513], cached[999], cached[1]) == (11, 99, 5, 7)

@@ -371,17 +371,16 @@ def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int, old_blocks:
     return frozenset(stale)
 
 
-HEADER_PROBE = 64  # page headers timed to tell how much of a file is in the page cache
-SEQUENTIAL_S_PER_BYTE = 1.4 / (1 << 30)  # 8 MiB reads of a file off the cache, measured here (1.4 s/GiB)
+HEADER_PROBE = 64  # page headers timed to tell a cached file from one on the device
+CACHED_HEADER_S = 20e-6  # a header read from the page cache takes 1-4 us here, from the device 100 us or more
 
 
 def page_lsns(fd: int, size: int, page_size: int, cached: bool | None = None) -> list[int]:
     """FIL_PAGE_LSN of every page: one 8-byte read per page when the file is in the page cache, else sequential reads.
 
     Measured here on 1 GiB: headers from the cache 0.1 s, from the device one by one 7-13 s
-    (a 4 KiB random read each), sequential 8 MiB reads 1.4 s; so ``HEADER_PROBE`` headers
-    spread over the file are timed, and one by one wins when that rate over every page beats
-    a sequential read (a file mostly in the cache); ``cached`` forces one way.
+    (a 4 KiB random read each), sequential 8 MiB reads 1.4 s; so a timed probe of
+    ``HEADER_PROBE`` headers spread over the file picks the way (``cached`` forces one).
     """
     pages = size // page_size
     if cached is None:
@@ -389,8 +388,7 @@ def page_lsns(fd: int, size: int, page_size: int, cached: bool | None = None) ->
         t0 = time.monotonic()
         for page in range(0, pages, step):
             os.pread(fd, 8, page * page_size + FIL_PAGE_LSN)
-        per_page = (time.monotonic() - t0) / (-(-pages // step) if pages else 1)
-        cached = per_page * pages <= size * SEQUENTIAL_S_PER_BYTE
+        cached = (time.monotonic() - t0) / (-(-pages // step) if pages else 1) <= CACHED_HEADER_S
     if cached:
         return [int.from_bytes(os.pread(fd, 8, p * page_size + FIL_PAGE_LSN).ljust(8, b"\0"), "big")
                 for p in range(pages)]

@@ -1,74 +1,135 @@
-"""Recommendations from synthetic results: winners, ties within the noise, one-repeat honesty."""
+"""Questions, verdicts and recommendations from synthetic blocked results with known effects and drift."""
 
 from __future__ import annotations
 
-from tuner.sweep.analysis import configs_from, recommend, tier_comparison
-from tuner.sweep.results import CellRecord, ResultsStore
+import math
+import random
+import sqlite3
+
+import pytest
+
+from tuner.sweep.analysis import configs_from, questions, recommend, tier_comparison
+from tuner.sweep.results import SCHEMA, CellRecord, ResultsStore
+from tuner.sweep.stats import Target
 
 
-def _cell(i: int, key: str, repeat: int, tier: str, dw: str, tpmc: float, ok: bool = True) -> CellRecord:
+def _cell(block: int, tier: str, dw: str, tpmc: float, ok: bool = True, idx: int = 0,
+          noise: dict | None = None) -> CellRecord:
     settings = {"placement": {"datadir": tier}, "doublewrite": dw, "page_size": "16k", "clients": 4}
-    return CellRecord(run_id="r", cell_id=f"{key}-r{repeat}", idx=i, config_key=key, repeat=repeat,
-                      label=f"{tier} {dw}", settings=settings, status="ok" if ok else "failed", started_at=0.0,
+    key = f"{tier}-{dw}"
+    return CellRecord(run_id="r", cell_id=f"{key}-r{block}", idx=idx, config_key=key, repeat=block,
+                      label=f"{tier} dw={dw}", settings=settings, status="ok" if ok else "failed", started_at=0.0,
                       finished_at=1.0, result={"tpmc": tpmc, "timeline": [{"t": 5, "seconds": 5, "tpmc": tpmc}],
                                                "latency_ms": {"new_order": {"p50": 1.0, "p95": 3.0}}},
-                      check_ok=True)
+                      check_ok=True, noise=noise)
 
 
 AXES = {"placement": [{"datadir": "disk"}, {"datadir": "tmpfs"}], "doublewrite": ["ON", "OFF"]}
+# true effects: tmpfs 1.6x disk; doublewrite OFF costs nothing on tmpfs, +25% on disk
+TRUE = {("disk", "ON"): 1000.0, ("disk", "OFF"): 1250.0, ("tmpfs", "ON"): 1800.0, ("tmpfs", "OFF"): 1800.0}
 
 
-def test_clear_winner_is_named_with_its_evidence():
-    cells = [_cell(1, "a", 1, "disk", "ON", 1000), _cell(2, "a", 2, "disk", "ON", 1010),
-             _cell(3, "b", 1, "disk", "OFF", 1500), _cell(4, "b", 2, "disk", "OFF", 1490)]
-    [f] = recommend(configs_from(cells, AXES), AXES)
-    assert f.tier == "disk" and f.chosen.settings["doublewrite"] == "OFF" and not f.safer_tie
-    assert "innodb_doublewrite OFF" in f.text and "exceeds the noise" in f.text
+def blocked_cells(blocks: int, drift: float = 0.3, sd: float = 0.03, seed: int = 1) -> list[CellRecord]:
+    rng = random.Random(seed)
+    out, i = [], 0
+    for b in range(1, blocks + 1):
+        f = 1.0 + rng.uniform(-drift, drift)  # the machine's state during the block
+        for (tier, dw), mu in TRUE.items():
+            i += 1
+            out.append(_cell(b, tier, dw, mu * f * math.exp(rng.gauss(0, sd)), idx=i))
+    return out
 
 
-def test_tie_within_noise_recommends_the_safer_settings():
-    cells = [_cell(1, "a", 1, "tmpfs", "ON", 1000), _cell(2, "a", 2, "tmpfs", "ON", 1100),
-             _cell(3, "b", 1, "tmpfs", "OFF", 1020), _cell(4, "b", 2, "tmpfs", "OFF", 1120)]
-    [f] = recommend(configs_from(cells, AXES), AXES, {"tmpfs": {"volatile": True}})
-    assert f.winner.settings["doublewrite"] == "OFF"
-    assert f.chosen.settings["doublewrite"] == "ON" and f.safer_tie
-    assert "within the noise" in f.text and "safer" in f.text and "volatile" in f.text
+def test_questions_are_paired_and_decided_under_drift():
+    configs = configs_from(blocked_cells(5), AXES)
+    vs = {(v.question, v.num, v.den): v for v in questions(configs, AXES, Target(adaptive=False))}
+    place = vs[("placement", "tmpfs", "disk")]
+    assert place.ratio.decided and place.ratio.low > 1.3 and 1.4 < place.ratio.ratio < 1.8
+    assert "tmpfs / disk = 1." in place.text() and "decided" in place.text()
+    dw_disk = vs[("doublewrite on disk", "dw=OFF", "dw=ON")]
+    assert dw_disk.ratio.decided and dw_disk.ratio.low > 1.0
+    # the unpaired test on the same runs cannot see the 25% doublewrite cost through a +-30% drift
+    assert dw_disk.welch.significant is False
+    dw_tmpfs = vs[("doublewrite on tmpfs", "dw=OFF", "dw=ON")]
+    assert dw_tmpfs.ratio.low < 1.0 < dw_tmpfs.ratio.high
 
 
-def test_one_repeat_is_reported_as_unknown_noise():
-    cells = [_cell(1, "a", 1, "disk", "ON", 1000), _cell(2, "b", 1, "disk", "OFF", 1300)]
-    [f] = recommend(configs_from(cells, AXES), AXES)
-    assert "noise is unknown" in f.text
-
-
-def test_failed_cells_are_left_out_and_tiers_compared():
-    cells = [_cell(1, "a", 1, "disk", "ON", 1000), _cell(2, "a", 2, "disk", "ON", 1020),
-             _cell(3, "c", 1, "tmpfs", "ON", 3000), _cell(4, "c", 2, "tmpfs", "ON", 3050),
-             _cell(5, "d", 1, "tmpfs", "OFF", 0, ok=False)]
+def test_a_failed_run_drops_its_block_from_the_pairs():
+    cells = blocked_cells(4)
+    cells[0] = _cell(1, "disk", "ON", 0, ok=False)
     configs = configs_from(cells, AXES)
-    findings = recommend(configs, AXES)
-    assert {f.tier for f in findings} == {"disk", "tmpfs"}
-    [row] = tier_comparison(findings)
-    assert row["best_tier"] == "tmpfs" and row["significant"] is True
+    v = next(v for v in questions(configs, AXES) if v.question == "doublewrite on disk")
+    assert v.ratio.n == 3
+
+
+def test_safer_setting_recommended_with_its_cost_when_not_shown_slower():
+    configs = configs_from(blocked_cells(5), AXES)
+    findings = {f.tier: f for f in recommend(configs, AXES, {"tmpfs": {"volatile": True}})}
+    tm = findings["tmpfs"]
+    assert tm.chosen.settings["doublewrite"] == "ON"
+    assert "volatile" in tm.text and ("safer" in tm.text or "either is as good" in tm.text)
+    disk = findings["disk"]
+    # on disk OFF is shown faster: the recommendation names it, and states what the safer setting costs
+    assert disk.chosen.settings["doublewrite"] == "OFF" and not disk.safer_tie
+    assert disk.cost_of_safer is not None and disk.cost_of_safer.high < 1.0
+    assert "Cost of the safer settings" in disk.text
+    [row] = tier_comparison(list(findings.values()))
+    assert row["best_tier"] == "tmpfs" and row["decided"]
+
+
+def test_one_block_is_reported_as_undecided():
+    configs = configs_from(blocked_cells(1), AXES)
+    [f] = [f for f in recommend(configs, AXES) if f.tier == "disk"]
+    assert "noise is unknown" in f.text
+    assert all(not v.decided for v in questions(configs, AXES))
 
 
 def test_results_store_roundtrip_one_transaction_per_cell(tmp_path):
     with ResultsStore(tmp_path / "r.db") as store:
-        store.begin_run("r", "t", "d", "yaml", {"axes": AXES}, {}, 2, {"kernel": "Linux"})
-        store.record_cell(_cell(1, "a", 1, "disk", "ON", 1000))
-        assert store.finished_cell_ids("r") == {"a-r1"}
-        store.record_cell(_cell(1, "a", 1, "disk", "ON", 1100))  # a rerun replaces, never duplicates
+        store.begin_run("r", "t", "d", "yaml", {"axes": AXES}, {}, 2, {"kernel": "Linux"}, {"order": "blocks"})
+        store.record_cell(_cell(1, "disk", "ON", 1000, noise={"window": {"flagged": True, "others_cpu_share": 0.5}}))
+        assert store.finished_cell_ids("r") == {"disk-ON-r1"}
+        store.record_cell(_cell(1, "disk", "ON", 1100))  # a rerun replaces, never duplicates
         [c] = store.cells("r")
-        assert c.tpmc == 1100 and len(store.timeline("r", "a-r1")) == 1
+        assert c.tpmc == 1100 and len(store.timeline("r", "disk-ON-r1")) == 1
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert store.integrity_check() == "ok"
-        rows = list(store.iter_export_rows("r"))
-        assert rows[0]["tpmc"] == 1100 and rows[0]["doublewrite"] == "ON"
+        store.record_cell(_cell(2, "disk", "ON", 900, noise={"window": {"flagged": True, "others_cpu_share": 0.5}}))
+        rows = {r["block"]: r for r in store.iter_export_rows("r")}
+        assert rows[1]["tpmc"] == 1100 and rows[1]["doublewrite"] == "ON"
+        assert rows[2]["noisy"] is True and rows[2]["others_cpu_share"] == 0.5
+        store.finish_run("r", {"reason": "target reached", "blocks": 2})
+        assert store.run("r")["stop"]["blocks"] == 2 and store.run("r")["design"] == {"order": "blocks"}
 
 
-def test_runner_up_within_noise_is_reported_as_a_positive_gap():
-    cells = [_cell(1, "a", 1, "disk", "ON", 1100), _cell(2, "a", 2, "disk", "ON", 1000),
-             _cell(3, "b", 1, "disk", "OFF", 1080), _cell(4, "b", 2, "disk", "OFF", 980)]
-    [f] = recommend(configs_from(cells, AXES), AXES)
-    assert f.chosen.settings["doublewrite"] == "ON" and not f.safer_tie
-    assert "1.9% slower, within the noise" in f.text and "either is as good" in f.text
+def test_a_version_1_results_database_is_migrated_and_keeps_its_rows(tmp_path):
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db)
+    conn.executescript(SCHEMA)
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.execute("INSERT INTO runs (run_id, name, spec_digest, spec_yaml, spec_json, created_at, updated_at, "
+                 "total_cells, environment_json) VALUES ('old', 'old', 'd', 'y', '{}', 0, 0, 1, '{}')")
+    conn.execute("INSERT INTO cells (run_id, cell_id, idx, config_key, repeat, label, settings_json, status, "
+                 "started_at, finished_at, phases_json, tpmc, result_json) VALUES ('old', 'k-r1', 1, 'k', 1, 'x', '{}', 'ok', "
+                 "0, 1, '{}', 1234.0, '{\"tpmc\": 1234.0}')")
+    conn.commit()
+    conn.close()
+    with ResultsStore(db) as store:
+        assert store.schema_version >= 2
+        [c] = store.cells("old")
+        assert c.tpmc == 1234.0 and c.noise is None and c.noisy is None
+        assert store.run("old")["design"] is None
+
+
+def test_a_newer_results_database_is_refused_unchanged(tmp_path):
+    from tuner.core.errors import SweepError
+
+    db = tmp_path / "new.db"
+    with ResultsStore(db):
+        pass
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(SweepError, match="newer than this innotier"):
+        ResultsStore(db)

@@ -118,3 +118,57 @@ def test_every_shipped_spec_plans(installed_server):
         assert plan.cells and plan.estimate_seconds > 0
         text = (SPECS_DIR / f"{name}.yaml").read_text()
         assert text.startswith("#") and "machine" in text.split("name:")[0]  # each says the scale it runs at here
+        # each states the seed it reproduces, and the seed's data-to-buffer-pool ratio where the seed gives it
+        spec = load_spec(name)
+        assert spec.regime is not None and spec.regime.seed_source and spec.regime.seed_buffer_pool, name
+        assert spec.adaptive, name  # repeats: auto: blocks until the comparisons are decided
+
+
+def test_seed_regimes_are_reproduced_at_a_loadable_size():
+    from tuner.core.units import parse_size
+    from tuner.sweep.plan import DATADIR_BYTES_PER_WAREHOUSE
+    from tuner.sweep.spec import load_spec
+
+    for name in ("page-size-clients", "doublewrite-flush", "demo", "moved-files", "placement-media"):
+        s = load_spec(name)
+        here = s.workload.warehouses * DATADIR_BYTES_PER_WAREHOUSE / parse_size(s.fixed["buffer_pool_size"])
+        assert 0.8 <= here / s.regime.seed_ratio <= 1.25, (name, here, s.regime.seed_ratio)
+        assert s.workload.warehouses <= 40  # loadable here (golden copies make it a one-time cost)
+
+
+def test_repeats_auto_and_the_stop_rule_are_validated(write_spec):
+    from tuner.core.errors import SweepError
+    from tuner.sweep.spec import load_spec
+
+    base = "name: s\nworkload: {warehouses: 1}\naxes: {doublewrite: [\"ON\", \"OFF\"]}\n"
+    s = load_spec(write_spec(base + "repeats: auto\nstop: {budget: 20m, max_blocks: 5, equivalence: 2%}\n"))
+    assert s.adaptive and s.repeats == 5 and s.stop.budget == 1200 and s.stop.equivalence == 0.02
+    assert s.design()["seed"] == s.order_seed and s.order == "blocks"
+    for bad, msg in (("repeats: auto\nstop: {max_blocks: 2, min_blocks: 3}\n", "below stop.min_blocks"),
+                     ("repeats: 3\nstop: {budget: 10m}\n", "only with repeats: auto"),
+                     ("repeats: auto\nstop: {equivalence: 3}\n", "fraction between 0 and 1"),
+                     ("repeats: auto\nstop: {bugdet: 10m}\n", "unknown key under stop"),
+                     ("repeats: sometimes\n", "give auto"),
+                     ("repeats: 2\norder: random\n", "order: 'random' is unknown"),
+                     ("repeats: 2\nseed: -1\n", "seed: -1 is not valid")):
+        with pytest.raises(SweepError, match=msg):
+            load_spec(write_spec(base + bad))
+
+
+def test_blocks_run_every_cell_once_in_a_seeded_random_order(write_spec):
+    from tuner.sweep.plan import expand
+    from tuner.sweep.spec import load_spec
+
+    text = ("name: s\nworkload: {warehouses: 1}\nrepeats: 6\n"
+            "axes: {doublewrite: [\"ON\", \"OFF\"], flush_method: [O_DIRECT, fsync]}\n")
+    spec = load_spec(write_spec(text))
+    cells = expand(spec)
+    orders = []
+    for b in range(1, 7):
+        block = [c.config_key for c in cells if c.repeat == b]
+        assert len(block) == len(set(block)) == 4
+        orders.append(tuple(block))
+    assert len(set(orders)) > 1  # a fresh order per block
+    assert [c.config_key for c in expand(spec)] == [c.config_key for c in cells]  # reproducible from the seed
+    other = load_spec(write_spec(text + "seed: 7\n", "other.yaml"))
+    assert [c.config_key for c in expand(other)] != [c.config_key for c in cells]

@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import json
 import os
+import random
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,12 +144,21 @@ def expand(spec: SweepSpec) -> list[Cell]:
     if not configs:
         raise SweepError("the spec's exclude: list removes every cell; nothing would run")
     runs: list[tuple[int, tuple[dict, dict]]] = []
-    if spec.order == "interleave":
+    if spec.order == "blocks":
+        runs = [(r, c) for r in range(1, spec.repeats + 1) for c in block_order(configs, spec.order_seed, r)]
+    elif spec.order == "interleave":
         runs = [(r, c) for r in range(1, spec.repeats + 1) for c in configs]
     else:
         runs = [(r, c) for c in configs for r in range(1, spec.repeats + 1)]
     return [Cell(index=i, config_key=_config_key(s), repeat=r, settings=s, varying=v)
             for i, (r, (s, v)) in enumerate(runs, start=1)]
+
+
+def block_order(configs: list, seed: int, block: int) -> list:
+    """Block ``block``'s cells in a fresh random order, reproducible from the run's seed."""
+    out = list(configs)
+    random.Random(seed * 1_000_003 + block).shuffle(out)
+    return out
 
 
 def _resolve(spec: SweepSpec, varying: dict[str, Any]) -> dict[str, Any]:
@@ -309,7 +319,7 @@ class Plan:
             "tiers": {k: v.to_dict() for k, v in self.tiers.items()}, "goldens": self.goldens,
             "datadir_bytes": self.datadir_bytes, "estimate_seconds": round(self.estimate_seconds),
             "refusal": self.refusal, "warnings": self.warnings, "lint": self.lint,
-            "workload": self.spec.workload.__dict__, "repeats": self.spec.repeats,
+            "workload": self.spec.workload.__dict__, "repeats": self.spec.repeats, "design": self.spec.design(),
             "servers": {str(k or "default"): {"flavor": b.flavor.value, "version": str(b.version),
                                               "version_string": b.version_string, "mysqld": b.mysqld}
                         for k, b in self.binaries.items()},
@@ -411,9 +421,14 @@ def make_plan(spec: SweepSpec, *, check_tiers: bool = True) -> Plan:
     est += sum(cell_seconds(spec, datadir_bytes) for _ in runnable)
 
     warnings = []
-    if spec.repeats < 2:
-        warnings.append("repeats: 1 -- the noise cannot be measured, so no difference can be called significant; "
-                        "use repeats: 2 or more for the cells a decision rests on")
+    if not spec.adaptive and spec.repeats < 3:
+        warnings.append(f"repeats: {spec.repeats} -- fewer than 3 blocks cannot decide a comparison on a noisy "
+                        "machine (a paired interval from 2 blocks uses t(0.975, 1) = 12.7); use repeats: auto")
+    if spec.adaptive:  # min_blocks always run; more only while the budget lasts
+        fixed_part = est - sum(cell_seconds(spec, datadir_bytes) for _ in runnable)
+        per_block = cell_seconds(spec, datadir_bytes) * len({c.config_key for c in runnable})
+        est = fixed_part + min(sum(cell_seconds(spec, datadir_bytes) for _ in runnable),
+                               max(spec.stop.budget, spec.stop.min_blocks * per_block))
     return Plan(spec=spec, flavor=bins.flavor, version=bins.version, version_string=bins.version_string,
                 mysqld=bins.mysqld, cells=runnable, skipped=skipped, tiers=tiers, goldens=goldens,
                 datadir_bytes=datadir_bytes, estimate_seconds=est, refusal=refusal, warnings=warnings, lint=lint_notes,
@@ -506,8 +521,12 @@ def print_plan(plan: Plan) -> None:
     common = _common_settings(plan.cells)
     if common:
         con.print("every cell: " + " ".join(f"{k}={v}" for k, v in common.items()))
-    table = Table(title=f"{len(plan.cells)} cell runs ({len({c.config_key for c in plan.cells})} cells x repeats)")
-    for col in ("#", "cell", "repeat", "datadir tier", "server options that vary"):
+    n_cells = len({c.config_key for c in plan.cells})
+    title = (f"up to {len(plan.cells)} cell runs ({n_cells} cells x up to {spec.repeats} blocks; repeats: auto stops "
+             "when every comparison is decided)" if spec.adaptive else
+             f"{len(plan.cells)} cell runs ({n_cells} cells x {spec.repeats} blocks)")
+    table = Table(title=title + f", block order {spec.order} (seed {spec.order_seed})")
+    for col in ("#", "cell", "block", "datadir tier", "server options that vary"):
         table.add_column(col)
     for c in plan.cells:
         opts = " ".join(f"{k}={v}" for k, v in c.server_options().items() if k not in common)

@@ -1,11 +1,17 @@
 """The sweep report: self-contained HTML (PNG plots embedded as base64) and Markdown, from the results store.
 
+It answers first: a verdict per question the spec asks (placement; doublewrite and the other axes per tier;
+page size per client count), each a ratio paired within blocks with its interval and "decided" or
+"undecided, ~N more blocks"; then the recommendation per tier with the runner-up and the cost of the safer
+choice; the scale the sweep ran at against its seed's; the noise of every run.
+
 Plots follow the seeds' figures where the sweep has the axes for them:
+- a forest plot of the paired ratios (what the verdicts rest on);
 - tpmC vs clients, one line per page size (DCPMM paper, seed 000, Fig. 6);
-- doublewrite x flush method bars per page size or tier (seed 000, Fig. 7);
+- doublewrite x flush method bars, only when the flush method varies (seed 000, Fig. 7);
 - placement comparison bars (dissertation, seed 004, Tables 4.2 and 4.7; RAID paper, seed 001, Fig. 8);
-- New-Order latency percentiles per cell, and the tpmC timeline of every cell run.
-Bars and points carry the 95% confidence interval across repeats (Student t) where there are >= 2.
+- New-Order latency percentiles per cell, and the tpmC timeline of every run (colour per cell, style per block).
+Cell levels are geometric means with intervals computed on the log scale (never a negative bound).
 The report reads the store only; it never talks to a server.
 """
 
@@ -18,11 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scipy.stats import spearmanr
+
 from tuner.core.errors import SweepError
-from tuner.sweep.analysis import Config, configs_from, label_of, recommend, tier_comparison
-from tuner.sweep.results import ResultsStore
-from tuner.sweep.stats import compare
+from tuner.core.units import human_size, parse_size
+from tuner.sweep.analysis import Config, Verdict, configs_from, label_of, questions, recommend, tier_comparison
+from tuner.sweep.plan import DATADIR_BYTES_PER_WAREHOUSE
+from tuner.sweep.results import ResultsStore, noise_columns
 from tuner.sweep.spec import placement_label
+from tuner.sweep.stats import Target
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -48,6 +58,7 @@ class Report:
     figures: list[Path] = field(default_factory=list)
     recommendations: list[str] = field(default_factory=list)
     summary_json: Path | None = None
+    verdicts: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------
@@ -73,15 +84,21 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _err(cfg: Config) -> float:
-    s = cfg.summary
-    return 0.0 if s is None or s.half_width is None else s.half_width
+TPMC_AXIS = "tpmC (New-Orders/min)"
 
 
 def _yerr(cs: list[Config]) -> list[list[float]]:
-    """Asymmetric whiskers: the 95% CI, its lower end clipped at 0 (throughput is never negative;
-    with two repeats t(0.975, 1) = 12.7 makes the interval wide)."""
-    return [[min(_err(c), c.summary.mean) for c in cs], [_err(c) for c in cs]]
+    """Asymmetric whiskers: the 95% interval of the geometric mean, computed on the log scale."""
+    lo = [c.summary.mean - c.summary.low if c.summary.low is not None else 0.0 for c in cs]
+    hi = [c.summary.high - c.summary.mean if c.summary.high is not None else 0.0 for c in cs]
+    return [lo, hi]
+
+
+def _thousands(ax, axis: str = "y") -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    fmt = FuncFormatter(lambda v, _: f"{v:,.0f}")
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(fmt)
 
 
 def _rest_label(cfg: Config, drop: tuple[str, ...]) -> str:
@@ -98,10 +115,52 @@ def fig_summary(configs: list[Config]) -> Figure:
     ax.barh(range(len(cs)), means, xerr=_yerr(cs), color=[PALETTE[i % len(PALETTE)] for i in range(len(cs))],
             capsize=3)
     ax.set_yticks(range(len(cs)), labels)
+    ax.set_ylabel("cell")
     ax.invert_yaxis()
-    ax.set_xlabel("tpmC (New-Order commits per minute), mean with 95% CI")
-    return Figure("tpmc_by_cell.png", "tpmC per cell", "Mean tpmC of each cell across its repeats; whiskers are the "
-                  "95% confidence interval (Student t; none with one repeat; clipped at 0).", _png(fig))
+    ax.set_xlabel(f"{TPMC_AXIS}: geometric mean over blocks, 95% interval")
+    _thousands(ax, "x")
+    return Figure("tpmc_by_cell.png", "tpmC per cell", "Geometric mean tpmC of each cell over its blocks; whiskers "
+                  "are the 95% interval computed on the log scale (none with one block). Absolute levels drift "
+                  "between blocks; the paired ratios below are what the verdicts rest on.", _png(fig))
+
+
+def fig_forest(verdicts: list[Verdict]) -> Figure | None:
+    """Every paired comparison: ratio and interval on a log axis, 1.0 and the +/-3% band marked."""
+    vs = [v for v in verdicts if v.ratio.low is not None]
+    if not vs:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 0.42 * len(vs) + 1.4))
+    for i, v in enumerate(vs):
+        r = v.ratio
+        colour = "#2ca02c" if r.decided else "#7f7f7f"
+        ax.plot([r.low, r.high], [i, i], color=colour, lw=2.2)
+        ax.plot([r.ratio], [i], "o", color=colour)
+        ax.annotate(f"{r.ratio:.2f}x [{r.low:.2f}, {r.high:.2f}]", (r.high, i), xytext=(6, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.axvline(1.0, color="black", lw=1)
+    eq = vs[0].ratio  # every comparison of a run has the same level
+    ax.axvspan(1 / 1.03, 1.03, color="#dddddd", alpha=0.6, lw=0, label="±3% (equivalent)")
+    ax.set_yticks(range(len(vs)), [f"{v.num} / {v.den}" + (f" ({v.scope})" if v.scope else "") for v in vs])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    lo = min(v.ratio.low for v in vs)
+    hi = max(v.ratio.high for v in vs)
+    ax.set_xlim(min(lo, 0.95) / 1.05, max(hi, 1.05) * 1.35)
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 7.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
+    level = ("95% interval" if abs(eq.level - 0.95) < 1e-9 else
+             f"95% repeated interval ({eq.level * 100:.1f}% at each look of the adaptive run)")
+    ax.set_xlabel(f"ratio of throughput, paired within blocks (log scale); {level}")
+    ax.set_ylabel("comparison")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return Figure("forest.png", "paired ratios (forest plot)",
+                  "Each comparison the report makes: the ratio of the two sides' tpmC within each block, averaged on "
+                  "the log scale, with its interval. Green: decided (the interval excludes 1.0, lies within ±3% of "
+                  "it, or is narrower than ±5%); grey: undecided.", _png(fig))
 
 
 def fig_clients(configs: list[Config]) -> Figure | None:
@@ -122,15 +181,16 @@ def fig_clients(configs: list[Config]) -> Figure | None:
     ax.set_xscale("log", base=2)
     xs = sorted({c.settings["clients"] for c in configs})
     ax.set_xticks(xs, [str(x) for x in xs])
-    ax.set_xlabel("clients")
-    ax.set_ylabel("tpmC")
-    ax.legend(fontsize=8)
+    ax.set_xlabel("clients (connections)")
+    ax.set_ylabel(TPMC_AXIS)
+    _thousands(ax)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return Figure("tpmc_vs_clients.png", "tpmC vs clients per page size",
                   "As the DCPMM paper's Fig. 6: throughput against connected clients, one line per InnoDB page "
-                  "size; whiskers are 95% CIs.", _png(fig))
+                  "size; whiskers are 95% intervals on the log scale.", _png(fig))
 
 
-def _grouped_bars(configs: list[Config], hue_of, group_of, ylabel: str):
+def _grouped_bars(configs: list[Config], hue_of, group_of, ylabel: str, xlabel: str):
     plt = _plt()
     groups = sorted({group_of(c) for c in configs})
     hues = sorted({hue_of(c) for c in configs})
@@ -148,28 +208,31 @@ def _grouped_bars(configs: list[Config], hue_of, group_of, ylabel: str):
         ax.bar(xs, ys, width=width, yerr=es, capsize=3, label=h, color=PALETTE[j % len(PALETTE)])
     ax.set_xticks(range(len(groups)), groups)
     ax.set_ylabel(ylabel)
+    ax.set_xlabel(xlabel)
+    _thousands(ax)
     if len(hues) > 1:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
 
 def fig_consistency(configs: list[Config], axes: dict[str, Any]) -> Figure | None:
-    if "doublewrite" not in axes and "flush_method" not in axes:
+    """Doublewrite x flush method bars: only when the flush method varies (with the doublewrite alone
+    varying they would repeat the placement plot)."""
+    if len(axes.get("flush_method") or []) < 2:
         return None
 
     def hue(c: Config) -> str:
-        parts = []
-        if "flush_method" in axes:
-            parts.append(str(c.settings.get("flush_method")))
+        parts = [str(c.settings.get("flush_method"))]
         if "doublewrite" in axes:
             parts.append(f"doublewrite {c.settings.get('doublewrite')}")
         return ", ".join(parts)
 
     drop = ("doublewrite", "flush_method")
-    fig = _grouped_bars([c for c in configs if c.summary], hue, lambda c: _rest_label(c, drop), "tpmC")
+    fig = _grouped_bars([c for c in configs if c.summary], hue, lambda c: _rest_label(c, drop), TPMC_AXIS,
+                        "other settings of the cell")
     return Figure("doublewrite_flush.png", "doublewrite x flush method",
                   "As the DCPMM paper's Fig. 7: tpmC with the doublewrite buffer on/off and each flush method, "
-                  "grouped by the other settings; whiskers are 95% CIs.", _png(fig))
+                  "grouped by the other settings; whiskers are 95% intervals on the log scale.", _png(fig))
 
 
 def fig_placement(configs: list[Config], axes: dict[str, Any]) -> Figure | None:
@@ -177,10 +240,10 @@ def fig_placement(configs: list[Config], axes: dict[str, Any]) -> Figure | None:
         return None
 
     fig = _grouped_bars([c for c in configs if c.summary], lambda c: _rest_label(c, ("placement",)),
-                        lambda c: placement_label(c.settings["placement"]), "tpmC")
+                        lambda c: placement_label(c.settings["placement"]), TPMC_AXIS, "where the InnoDB files live")
     return Figure("placement.png", "placement comparison",
                   "As the dissertation's Tables 4.2 and 4.7: tpmC by where the InnoDB files live; bars grouped by "
-                  "placement, coloured by the other settings; whiskers are 95% CIs.", _png(fig))
+                  "placement, coloured by the other settings; whiskers are 95% intervals on the log scale.", _png(fig))
 
 
 def fig_latency(configs: list[Config]) -> Figure | None:
@@ -188,6 +251,8 @@ def fig_latency(configs: list[Config]) -> Figure | None:
     if not cs:
         return None
     plt = _plt()
+    from matplotlib.ticker import FuncFormatter
+
     pcts = ("p50", "p90", "p95", "p99")
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(cs) + 2), 4))
     width = 0.8 / len(pcts)
@@ -195,11 +260,26 @@ def fig_latency(configs: list[Config]) -> Figure | None:
         ax.bar([i + (j - 1.5) * width for i in range(len(cs))], [c.latency().get(p, 0.0) for c in cs], width=width,
                label=p, color=PALETTE[j])
     ax.set_xticks(range(len(cs)), [c.label for c in cs], rotation=30, ha="right")
-    ax.set_ylabel("New-Order latency (ms)")
+    ax.set_xlabel("cell")
+    ax.set_ylabel("New-Order latency (ms, log scale)")
     ax.set_yscale("log")
-    ax.legend(fontsize=8)
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    vals = [v for c in cs for p in pcts for v in [c.latency().get(p)] if v]
+    nice = [m * 10 ** e for e in range(-2, 6) for m in (1, 2, 5)]
+    lo, hi = min(vals), max(vals)
+    ticks = [t for t in nice if lo / 2 <= t <= hi * 1.5] or [lo, hi]
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # plain ms, not 10^x
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(min(ticks[0], lo) * 0.8, max(ticks[-1], hi) * 1.1)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return Figure("latency.png", "New-Order latency percentiles",
-                  "Client-side New-Order latency (p50/p90/p95/p99, ms, log scale), mean across repeats.", _png(fig))
+                  "Client-side New-Order latency (p50/p90/p95/p99, ms, log scale), mean across blocks.", _png(fig))
+
+
+STYLES = ["-", "--", ":", "-."]
 
 
 def fig_timeline(configs: list[Config]) -> Figure | None:
@@ -207,51 +287,132 @@ def fig_timeline(configs: list[Config]) -> Figure | None:
     if not runs:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.5, 4))
-    for i, (c, r) in enumerate(runs):
+    from matplotlib.lines import Line2D
+
+    fig, ax = plt.subplots(figsize=(8.5, 4))
+    blocks = sorted({r.block for _, r in runs})
+    for c, r in runs:
         tl = r.timeline
         ax.plot([p["t"] for p in tl], [p["tpmc"] for p in tl], color=PALETTE[configs.index(c) % len(PALETTE)],
-                alpha=0.8, label=f"{c.label} r{r.repeat}" if len(runs) <= 12 else None)
+                ls=STYLES[blocks.index(r.block) % len(STYLES)], alpha=0.85, lw=1.3)
     ax.set_xlabel("seconds into the measured phase")
-    ax.set_ylabel("tpmC per interval")
-    if len(runs) <= 12:
-        ax.legend(fontsize=7)
-    return Figure("timeline.png", "tpmC over time", "tpmC in each report interval of every cell run: a steady line "
-                  "means the warm-up was long enough.", _png(fig))
+    ax.set_ylabel(f"{TPMC_AXIS} per interval")
+    _thousands(ax)
+    handles = [Line2D([], [], color=PALETTE[configs.index(c) % len(PALETTE)], label=c.label)
+               for c in configs if any(cc is c for cc, _ in runs)]
+    handles += [Line2D([], [], color="black", ls=STYLES[i % len(STYLES)], label=f"block {b}")
+                for i, b in enumerate(blocks[:len(STYLES)])]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0),
+              title="colour: cell; line: block" + (" (styles repeat every 4)" if len(blocks) > len(STYLES) else ""),
+              title_fontsize=7)
+    return Figure("timeline.png", "tpmC over time", "tpmC in each report interval of every cell run (colour per cell, "
+                  "line style per block): a steady line means the warm-up was long enough; lines of one block moving "
+                  "together are the machine's drift, which the paired comparisons cancel.", _png(fig))
 
 
 # ---------------------------------------------------------------------------
 # Tables
 
 
-def cell_rows(configs: list[Config], baseline: Config | None) -> list[dict[str, Any]]:
+def cell_rows(configs: list[Config]) -> list[dict[str, Any]]:
     rows = []
     for c in configs:
         s = c.summary
         row = {"cell": c.label, "n": s.n if s else 0, "tpmc": s.format() if s else "failed",
-               "stdev": f"{s.stdev:,.0f}" if s and s.stdev is not None else "-",
-               "ci": (f"{s.ci_low:,.0f} .. {s.ci_high:,.0f}" if s and s.ci_low is not None else "-"),
+               "cv": f"{s.log_sd * 100:.0f}%" if s and s.log_sd is not None else "-",
                "nopm": _mean_str(c.metric_values("nopm")),
                "p95": f"{c.latency().get('p95', 0):.1f}" if c.latency() else "-",
                "checks": "pass" if c.runs and c.checks_ok else ("FAIL" if c.runs else "-"),
-               "failed": len(c.failed), "vs": "-"}
-        if baseline is not None and c is not baseline and s and baseline.summary:
-            row["vs"] = compare(baseline.tpmc_values, c.tpmc_values).verdict()
+               "noisy": sum(bool(r.noisy) for r in c.runs), "failed": len(c.failed)}
         rows.append(row)
     return rows
+
+
+def noise_rows(cells) -> list[dict[str, Any]]:
+    rows = []
+    for c in sorted(cells, key=lambda c: c.idx):
+        n = noise_columns(c.noise)
+        pct = lambda v: "-" if v is None else f"{v * 100:.0f}%"  # noqa: E731
+        rows.append({"block": c.block, "cell": c.label, "tpmc": f"{c.tpmc:,.0f}" if c.tpmc else "-",
+                     "others": pct(n["others_cpu_share"]), "steal": pct(n["steal_share"]),
+                     "load": "-" if n["load1_end"] is None else f"{n['load1_end']:.1f}",
+                     "psi_cpu": pct(n["psi_cpu_some"]), "psi_io": pct(n["psi_io_some"]),
+                     "probe_cpu": "-" if n["probe_cpu_s"] is None else f"{n['probe_cpu_s'] * 1000:.0f} ms",
+                     "probe_fsync": "-" if n["probe_fsync_ms"] is None else f"{n['probe_fsync_ms']:.2f} ms",
+                     "flag": "NOISY" if n["noisy"] else ("" if n["noisy"] is not None else "-")})
+    return rows
+
+
+def noise_explains(cells, configs: list[Config]) -> str | None:
+    """Does the noise explain the spread?  Correlate each run's deviation from its cell's geometric mean
+    with others' CPU share (Spearman, over runs with noise figures)."""
+    dev, share = [], []
+    gm = {c.config_key: c.summary.mean for c in configs if c.summary}
+    for c in cells:
+        w = (c.noise or {}).get("window") or {}
+        if c.status == "ok" and c.tpmc and c.config_key in gm and w.get("others_cpu_share") is not None:
+            dev.append(c.tpmc / gm[c.config_key])
+            share.append(w["others_cpu_share"])
+    if len(dev) < 6 or len(set(share)) < 2:
+        return None
+    rho, p = spearmanr(share, dev)
+    if p < 0.05 and rho < 0:
+        return (f"The noise explains part of the spread: runs taken while other processes used more CPU were slower "
+                f"than their cell's mean (Spearman rho = {rho:.2f}, p = {p:.2g}, {len(dev)} runs).")
+    return (f"Others' CPU use does not explain the spread of the runs here (Spearman rho = {rho:.2f}, p = {p:.2g}, "
+            f"{len(dev)} runs): the drift comes from elsewhere (I/O, caches) or is the cells' own variation.")
 
 
 def _mean_str(vals: list[float]) -> str:
     return f"{sum(vals) / len(vals):,.0f}" if vals else "-"
 
 
-def _baseline(configs: list[Config]) -> Config | None:
-    """The first cell of the spec (the first value of every axis) is the reference of the table."""
-    return next((c for c in configs if c.summary), None)
+def scale_note(spec: dict[str, Any], cells, design: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The regime the sweep ran in: data size against the buffer pool, and the run length."""
+
+    w = spec.get("workload") or {}
+    # the TPC-C tables and indexes (what competes for the buffer pool), not the datadir with its redo and ibdata
+    data = int(w.get("warehouses") or 0) * DATADIR_BYTES_PER_WAREHOUSE
+    bps = {c.settings.get("buffer_pool_size") for c in cells if c.settings.get("buffer_pool_size")}
+    bp = min((parse_size(b) for b in bps), default=None)
+    regime = (design or {}).get("regime") or {}
+    out: dict[str, Any] = {"data": human_size(data) if data else "unknown", "buffer_pool": human_size(bp) if bp else
+                           "server default", "ratio": (data / bp) if data and bp else None,
+                           "warehouses": w.get("warehouses"), "duration": w.get("duration"), "warmup": w.get("warmup")}
+    seed_ratio = None
+    if regime.get("seed_data") and regime.get("seed_buffer_pool"):
+        seed_ratio = regime["seed_data"] / regime["seed_buffer_pool"]
+    out["seed_ratio"] = seed_ratio
+    out["seed_source"] = regime.get("seed_source")
+    out["seed_note"] = regime.get("note")
+    ratio = out["ratio"]
+    lines = [f"This sweep ran {w.get('warehouses')} warehouse(s), about {out['data']} of TPC-C tables and indexes, "
+             f"against a "
+             f"{out['buffer_pool']} buffer pool" + (f" (data : buffer pool = {ratio:.1f} : 1)" if ratio else "") +
+             f", with {w.get('warmup')} s warm-up and {w.get('duration')} s measured per cell run."]
+    if seed_ratio:
+        lines.append(f"The seed it reproduces ({out['seed_source']}) ran at {seed_ratio:.2g} : 1.")
+    if ratio is not None and ratio < 1.5:
+        lines.append("The data fit in the buffer pool: reads never reach the storage, so effects that come from page "
+                     "reads and evictions (page size, tiers under a read-heavy load) cannot appear; what is measured "
+                     "is the write path (redo, doublewrite, flushing).")
+    if (w.get("duration") or 0) < 300:
+        lines.append("Runs this short measure the first minutes after a warm start: checkpoint and purge cycles of a "
+                     "10-minute run (the DCPMM paper's) are not reached, so absolute tpmC is not comparable with "
+                     "published figures; the ratios between cells are what this report establishes.")
+    out["text"] = " ".join(lines)
+    return out
 
 
 # ---------------------------------------------------------------------------
 # The report
+
+
+def target_of(info: dict[str, Any]) -> Target:
+    """The decision target the run was made with (stored with the run; older runs: one look at 95%)."""
+    t = ((info.get("design") or {}).get("target")) or {}
+    fields = {k: t[k] for k in ("equivalence", "half_width", "alpha", "min_blocks", "max_blocks", "adaptive") if k in t}
+    return Target(**fields) if fields else Target(adaptive=False)
 
 
 def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
@@ -264,15 +425,18 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
         raise SweepError(f"run {run_id} has no finished cells yet; run `innotier sweep run` first")
     spec = info["spec"]
     axes = spec.get("axes") or {}
+    target = target_of(info)
     configs = configs_from(cells, axes)
     tier_facts: dict[str, dict] = {}
     for c in cells:
         for t, f in ((c.tiers or {}).get("facts") or {}).items():
             tier_facts.setdefault(t, f)
-    findings = recommend(configs, axes, tier_facts)
-    across = tier_comparison(findings)
-    figures = [f for f in (fig_summary(configs), fig_clients(configs), fig_consistency(configs, axes),
-                           fig_placement(configs, axes), fig_latency(configs), fig_timeline(configs)) if f]
+    verdicts = questions(configs, axes, target)
+    findings = recommend(configs, axes, tier_facts, target)
+    across = tier_comparison(findings, target)
+    figures = [f for f in (fig_forest(verdicts), fig_summary(configs), fig_clients(configs),
+                           fig_consistency(configs, axes), fig_placement(configs, axes), fig_latency(configs),
+                           fig_timeline(configs)) if f]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -280,21 +444,28 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
         p = out / f.name
         p.write_bytes(f.png)
         paths.append(p)
-    baseline = _baseline(configs)
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html"]),
                       trim_blocks=True, lstrip_blocks=True)
     failed = [c for c in cells if c.status != "ok"]
     total = info["total_cells"]
     done = sum(1 for c in cells if c.status == "ok")
+    blocks = sorted({c.block for c in cells if c.status == "ok"})
+    by_question: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        by_question.setdefault(v.question, []).append(v)
+    design = info.get("design") or {}
+    stop = info.get("stop")
+    complete = info.get("finished_at") is not None
     context = {
         "run": info, "run_id": run_id, "spec": spec, "spec_yaml": info["spec_yaml"], "env": info["environment"],
-        "figures": figures, "rows": cell_rows(configs, baseline), "baseline": baseline.label if baseline else None,
+        "figures": figures, "rows": cell_rows(configs), "verdicts": verdicts, "by_question": by_question,
         "findings": findings, "across": across, "failed": failed, "done": done, "total": total,
-        "complete": done == total, "configs": configs, "tier_facts": tier_facts,
+        "complete": complete, "configs": configs, "tier_facts": tier_facts, "blocks": len(blocks),
+        "design": design, "stop": stop, "target": target, "noise": noise_rows(cells),
+        "noisy_runs": sum(bool(c.noisy) for c in cells), "noise_explains": noise_explains(cells, configs),
+        "scale": scale_note(spec, cells, info.get("design")),
         "goldens": sorted({json.dumps((c.golden or {}).get("key", {}), sort_keys=True) for c in cells}),
         "option_files": {cfg.label: cfg.runs[0].option_file for cfg in configs if cfg.runs and cfg.runs[0].option_file},
-        "test": "Welch's unequal-variances t-test, two-sided, alpha 0.05",
-        "min_n": min((c.summary.n for c in configs if c.summary), default=0),
     }
     html = out / "report.html"
     html.write_text(env.get_template("report.html.j2").render(**context))
@@ -302,8 +473,10 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
     md.write_text(env.get_template("report.md.j2").render(**context))
     summary = out / "summary.json"
     summary.write_text(json.dumps({
-        "run_id": run_id, "complete": done == total, "cells": [
+        "run_id": run_id, "complete": complete, "blocks": len(blocks), "design": design, "stop": stop,
+        "scale": context["scale"], "verdicts": [v.to_dict() for v in verdicts], "cells": [
             {"cell": c.label, "settings": c.settings, "tpmc": c.summary.to_dict() if c.summary else None,
              "checks_ok": c.checks_ok} for c in configs],
+        "noise": context["noise"],
         "recommendations": [f.to_dict() for f in findings], "tiers": across}, indent=2, sort_keys=True, default=str))
-    return Report(run_id, html, md, paths, [f.text for f in findings], summary)
+    return Report(run_id, html, md, paths, [f.text for f in findings], summary, [v.text() for v in verdicts])

@@ -13,6 +13,15 @@ Tables
             rendered option file, server version and variables, tier facts, golden copy, the final
             RunResult, the consistency-check report, pt-mysql-summary output.
   timeline  the per-interval points of each cell's measured phase.
+
+Schema changes are numbered migrations (``MIGRATIONS``): a store at version N gets every migration
+above N applied in order, each in its own transaction with the new version number, so an older
+results database opens and keeps its rows.  A migration lists the columns it adds and adds only those
+a store lacks (``SCHEMA`` creates a fresh store with some of them already).
+  v2  cells.host (fleet sweeps merge several hosts' cells into one database)
+  v3  runs.design_json (block order, seed, stop rule), runs.stop_json (why and when an adaptive run
+      stopped), cells.noise_json (what else used the machine during the measured window) and
+      cells.noisy (the window was flagged).
 """
 
 from __future__ import annotations
@@ -28,7 +37,14 @@ from typing import Any, Iterator
 from tuner.core.errors import SweepError
 from tuner.core.paths import innotier_home
 
-SCHEMA_VERSION = 2  # 2: cells.host (fleet sweeps merge several hosts' cells into one database)
+# (version, columns added): each migration adds the columns a store lacks (a database created fresh from
+# SCHEMA already has some of them), in one transaction with its version number
+MIGRATIONS: list[tuple[int, tuple[tuple[str, str, str], ...]]] = [
+    (2, (("cells", "host", "TEXT"),)),  # fleet sweeps merge several hosts' cells into one database
+    (3, (("runs", "design_json", "TEXT"), ("runs", "stop_json", "TEXT"),  # block order, seed, stop rule; why stopped
+         ("cells", "noise_json", "TEXT"), ("cells", "noisy", "INTEGER"))),  # what else used the machine
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -92,18 +108,19 @@ CREATE TABLE IF NOT EXISTS timeline (
 
 INSERT_RUN = """
 INSERT INTO runs (run_id, name, spec_digest, spec_yaml, spec_json, plan_json, created_at, updated_at,
-                  total_cells, environment_json)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  total_cells, environment_json, design_json)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(run_id) DO UPDATE SET updated_at = excluded.updated_at, plan_json = excluded.plan_json,
-                                  total_cells = excluded.total_cells
+                                  total_cells = excluded.total_cells, design_json = excluded.design_json
 """
 REPLACE_CELL = """
 INSERT OR REPLACE INTO cells (run_id, cell_id, idx, config_key, repeat, label, settings_json, status, failure,
     started_at, finished_at, phases_json, tpmc, nopm, tpm, result_json, check_ok, check_json, option_file,
-    server_version, variables_json, tiers_json, golden_json, environment_json, pt_summary, host)
+    server_version, variables_json, tiers_json, golden_json, environment_json, pt_summary, host, noise_json, noisy)
 VALUES (:run_id, :cell_id, :idx, :config_key, :repeat, :label, :settings_json, :status, :failure,
     :started_at, :finished_at, :phases_json, :tpmc, :nopm, :tpm, :result_json, :check_ok, :check_json,
-    :option_file, :server_version, :variables_json, :tiers_json, :golden_json, :environment_json, :pt_summary, :host)
+    :option_file, :server_version, :variables_json, :tiers_json, :golden_json, :environment_json, :pt_summary, :host,
+    :noise_json, :noisy)
 """
 DELETE_TIMELINE = "DELETE FROM timeline WHERE run_id = ? AND cell_id = ?"
 INSERT_POINT = """
@@ -111,13 +128,26 @@ INSERT INTO timeline (run_id, cell_id, seq, t, seconds, tpmc, tpm_total, errors,
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 FINISHED_CELLS = "SELECT cell_id FROM cells WHERE run_id = ? AND status = 'ok'"
-MARK_FINISHED = "UPDATE runs SET finished_at = ?, updated_at = ? WHERE run_id = ?"
+MARK_FINISHED = "UPDATE runs SET finished_at = ?, updated_at = ?, stop_json = ? WHERE run_id = ?"
 LIST_RUNS = """
 SELECT r.run_id, r.name, r.created_at, r.updated_at, r.finished_at, r.total_cells,
        (SELECT COUNT(*) FROM cells c WHERE c.run_id = r.run_id AND c.status = 'ok') AS ok_cells,
        (SELECT COUNT(*) FROM cells c WHERE c.run_id = r.run_id AND c.status = 'failed') AS failed_cells
 FROM runs r ORDER BY r.created_at
 """
+
+
+def noise_columns(noise: dict[str, Any] | None) -> dict[str, Any]:
+    """The noise of one cell run as flat columns (export, report)."""
+    w = (noise or {}).get("window") or {}
+    p = (noise or {}).get("probe") or {}
+    psi = w.get("psi") or {}
+    return {"others_cpu_share": w.get("others_cpu_share"), "others_cores": w.get("others_cores"),
+            "steal_share": w.get("steal_share"), "load1_end": (w.get("loadavg_end") or [None])[0],
+            "psi_cpu_some": (psi.get("cpu") or {}).get("some_stall_share"),
+            "psi_io_some": (psi.get("io") or {}).get("some_stall_share"),
+            "probe_cpu_s": p.get("cpu_loop_s"), "probe_fsync_ms": p.get("fsync_ms_median"),
+            "noisy": w.get("flagged"), "waited_quiet_s": ((noise or {}).get("wait") or {}).get("waited_s")}
 
 
 def default_results_path() -> Path:
@@ -155,6 +185,17 @@ class CellRecord:
     environment: dict[str, Any] | None = None
     pt_summary: str | None = None
     host: str | None = None  # the fleet host that ran the cell (None: this machine)
+    noise: dict[str, Any] | None = None  # tuner.sweep.noise figures of the measured window, and the probe
+
+    @property
+    def block(self) -> int:
+        """Each repeat is a block that runs every cell once."""
+        return self.repeat
+
+    @property
+    def noisy(self) -> bool | None:
+        w = (self.noise or {}).get("window") or {}
+        return None if "flagged" not in w else bool(w["flagged"])
 
     @property
     def tpmc(self) -> float | None:
@@ -188,18 +229,28 @@ class ResultsStore:
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.conn.executescript(SCHEMA)
+        self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1')")
         self._migrate()
-        self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                          (str(SCHEMA_VERSION),))
         os.chmod(self.path, 0o644)
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
 
     def _migrate(self) -> None:
         """Bring a database written by an older innotier to this schema (additive changes only)."""
-        cols = {r[1] for r in self.conn.execute("PRAGMA table_info(cells)")}
-        if "host" not in cols:  # schema 1 -> 2
+        current = self.schema_version
+        if current > SCHEMA_VERSION:
+            raise SweepError(f"results database {self.path} has schema version {current}, newer than this innotier "
+                             f"knows ({SCHEMA_VERSION}); upgrade innotier or give another --results PATH")
+        for version, columns in MIGRATIONS:
+            if version <= current:
+                continue
             with self._tx():
-                self.conn.execute("ALTER TABLE cells ADD COLUMN host TEXT")
-                self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '2')")
+                for table, column, kind in columns:
+                    if column not in {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}:
+                        self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+                self.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
 
     def close(self) -> None:
         self.conn.close()
@@ -213,11 +264,11 @@ class ResultsStore:
     # -- writing -------------------------------------------------------------
 
     def begin_run(self, run_id: str, name: str, digest: str, spec_yaml: str, spec_json: dict,
-                  plan_json: dict, total_cells: int, environment: dict) -> None:
+                  plan_json: dict, total_cells: int, environment: dict, design: dict | None = None) -> None:
         now = time.time()
         with self._tx():
             self.conn.execute(INSERT_RUN, (run_id, name, digest, spec_yaml, _j(spec_json), _j(plan_json), now, now,
-                                           total_cells, _j(environment)))
+                                           total_cells, _j(environment), _j(design)))
 
     def record_cell(self, rec: CellRecord) -> None:
         """Write one cell, its environment and its timeline in a single transaction."""
@@ -231,6 +282,7 @@ class ResultsStore:
             "check_json": _j(rec.check), "option_file": rec.option_file, "server_version": rec.server_version,
             "variables_json": _j(rec.variables), "tiers_json": _j(rec.tiers), "golden_json": _j(rec.golden),
             "environment_json": _j(rec.environment), "pt_summary": rec.pt_summary, "host": rec.host,
+            "noise_json": _j(rec.noise), "noisy": None if rec.noisy is None else int(rec.noisy),
         }
         with self._tx():
             self.conn.execute(DELETE_TIMELINE, (rec.run_id, rec.cell_id))
@@ -240,10 +292,10 @@ class ResultsStore:
                                                  p.get("tpmc", 0.0), p.get("tpm_total"), p.get("errors"),
                                                  p.get("retries"), _j(p.get("latency_ms"))))
 
-    def finish_run(self, run_id: str) -> None:
+    def finish_run(self, run_id: str, stop: dict | None = None) -> None:
         now = time.time()
         with self._tx():
-            self.conn.execute(MARK_FINISHED, (now, now, run_id))
+            self.conn.execute(MARK_FINISHED, (now, now, _j(stop), run_id))
 
     class _Tx:
         def __init__(self, conn: sqlite3.Connection) -> None:
@@ -274,6 +326,8 @@ class ResultsStore:
         d["spec"] = _u(d.pop("spec_json"))
         d["plan"] = _u(d.pop("plan_json"))
         d["environment"] = _u(d.pop("environment_json"))
+        d["design"] = _u(d.pop("design_json"))
+        d["stop"] = _u(d.pop("stop_json"))
         return d
 
     def _run_by_prefix(self, text: str) -> sqlite3.Row:
@@ -303,7 +357,7 @@ class ResultsStore:
             check_ok=None if r["check_ok"] is None else bool(r["check_ok"]), option_file=r["option_file"],
             server_version=r["server_version"], variables=_u(r["variables_json"]), tiers=_u(r["tiers_json"]),
             golden=_u(r["golden_json"]), environment=_u(r["environment_json"]), pt_summary=r["pt_summary"],
-            host=r["host"])
+            host=r["host"], noise=_u(r["noise_json"]))
 
     def cell(self, run_id: str, cell_id: str) -> CellRecord:
         r = self.conn.execute("SELECT * FROM cells WHERE run_id = ? AND (cell_id = ? OR cell_id LIKE ?) "
@@ -333,7 +387,8 @@ class ResultsStore:
                    "new_order_p50_ms": lat.get("p50"), "new_order_p95_ms": lat.get("p95"),
                    "new_order_p99_ms": lat.get("p99"), "errors": (c.result or {}).get("errors"),
                    "check_ok": c.check_ok, "server_version": c.server_version,
-                   "measured_seconds": (c.result or {}).get("measured_seconds")}
+                   "measured_seconds": (c.result or {}).get("measured_seconds"), "block": c.block,
+                   **noise_columns(c.noise)}
             for k, v in sorted(c.settings.items()):
                 if k == "options":
                     for o, ov in sorted((v or {}).items()):

@@ -35,6 +35,8 @@ from tuner.core.paths import innotier_home
 from tuner.core.sandbox import ServerBinaries, find_binaries
 from tuner.core.server import ConnectionSpec, fetch_variables
 from tuner.sweep import golden as golden_mod
+from tuner.sweep import noise as noise_mod
+from tuner.sweep.analysis import configs_from, questions
 from tuner.sweep.placement import TierSession, _tier_facts, cell_dir, clear_cell_dirs, place_components
 from tuner.sweep.plan import Cell, Plan, cell_seconds, golden_seconds
 from tuner.sweep.results import CellRecord, ResultsStore
@@ -58,6 +60,9 @@ class RunnerOptions:
     pt_summary: bool = True  # store pt-mysql-summary output when percona-toolkit is installed
     echo: Callable[[str], None] = print
     live: bool | None = None  # rich live progress (default: when stdout is a terminal)
+    wait_quiet: float | None = None  # wait up to this many seconds for a quiet machine before each window
+    noise_threshold: float = noise_mod.DEFAULT_THRESHOLD  # others' CPU share above which a run is flagged
+    probe: bool = True  # calibration probe (CPU loop, fsync loop on the cell's datadir) before each window
 
 
 @dataclass
@@ -70,6 +75,7 @@ class RunSummary:
     seconds: float = 0.0
     metrics_url: str | None = None
     results: str = ""
+    stop: dict[str, Any] | None = None  # why the run stopped (adaptive runs), with the blocks used
 
 
 # ---------------------------------------------------------------------------
@@ -164,6 +170,7 @@ class Runner:
                                           database=golden_mod.TPCC_DATABASE, sandbox=self.sandbox_name)
         self.exporter = None
         self.measured: list[float] = []  # seconds of finished cells (for time left)
+        self.spent_before = 0.0  # seconds of cell runs recorded by earlier invocations of this run
         self.done = 0  # finished cell runs of this run (for the exporter's progress)
         self.environment = environment(plan)
 
@@ -184,9 +191,10 @@ class Runner:
     def _run(self, store: ResultsStore, t0: float) -> RunSummary:
         plan = self.plan
         store.begin_run(plan.run_id, self.spec.name, self.spec.digest, self.spec.text, self.spec.canonical(),
-                        plan.to_dict(), len(plan.cells), self.environment)
+                        plan.to_dict(), len(plan.cells), self.environment, self.spec.design())
         finished = store.finished_cell_ids(plan.run_id)
         todo = [c for c in plan.cells if c.cell_id not in finished]
+        self.spent_before = self._spent(store)
         self.done = len(plan.cells) - len(todo)
         summary = RunSummary(plan.run_id, len(plan.cells), len(plan.cells) - len(todo), 0, results=str(store.path))
         if finished:
@@ -195,8 +203,18 @@ class Runner:
         for c, reason in plan.skipped:
             if c.repeat == 1:
                 self.echo(f"skipping {c.label}: {reason}")
+        checked = None  # the block whose start the stop rule was evaluated at
+        if todo and self.spec.adaptive and self._block_start(store, todo[0]):
+            checked = todo[0].repeat
+            stop = self._should_stop(store, checked)
+            if stop:
+                summary.stop = stop
+                store.finish_run(plan.run_id, stop)
+                self.echo(f"run {plan.run_id} is complete after block {stop['blocks']} ({stop['reason']}); "
+                          "nothing to do")
+                return summary
         if not todo:
-            store.finish_run(plan.run_id)
+            store.finish_run(plan.run_id, self._stop_record(store, "all blocks ran"))
             self.echo(f"run {plan.run_id} is complete; nothing to do")
             return summary
         tiers = TierSession(plan.run_id, self.spec.tiers, echo=self.echo)
@@ -205,6 +223,14 @@ class Runner:
             tiers.open(sorted({t for c in todo for t in c.tiers_used}))
             self._start_exporter(summary)
             for c in todo:
+                if self.spec.adaptive and c.repeat != checked and self._block_start(store, c):
+                    checked = c.repeat
+                    stop = self._should_stop(store, c.repeat)
+                    if stop:
+                        summary.stop = stop
+                        store.finish_run(plan.run_id, stop)
+                        self.echo(f"stopping after block {stop['blocks']}: {stop['reason']}")
+                        break
                 rec = self._run_cell(c, tiers, progress, todo)
                 store.record_cell(rec)
                 self.done += rec.status == "ok"
@@ -215,10 +241,15 @@ class Runner:
                     summary.failed.append(f"{c.label} (repeat {c.repeat}): {rec.failure}")
                     self.echo(f"cell {c.index}/{len(plan.cells)} {c.label} failed: {rec.failure}")
                 else:
-                    self.echo(f"cell {c.index}/{len(plan.cells)} {c.label} (repeat {c.repeat}): "
-                              f"tpmC {rec.tpmc:,.0f}, checks {'passed' if rec.check_ok else 'FAILED'}")
-            if len(store.finished_cell_ids(plan.run_id)) == len(plan.cells):
-                store.finish_run(plan.run_id)
+                    w = (rec.noise or {}).get("window") or {}
+                    flag = f"; NOISY: {w['flag_reason']}" if w.get("flagged") else (
+                        f"; others used {w['others_cpu_share'] * 100:.0f}% of the CPU" if w else "")
+                    self.echo(f"cell {c.index}/{len(plan.cells)} {c.label} (block {c.repeat}): "
+                              f"tpmC {rec.tpmc:,.0f}, checks {'passed' if rec.check_ok else 'FAILED'}{flag}")
+            if summary.stop is None and len(store.finished_cell_ids(plan.run_id)) == len(plan.cells):
+                summary.stop = self._stop_record(store, "all blocks ran" if not self.spec.adaptive else
+                                                 f"max_blocks ({self.spec.repeats}) reached")
+                store.finish_run(plan.run_id, summary.stop)
         finally:
             progress.close()
             self._stop_exporter()
@@ -227,6 +258,55 @@ class Runner:
                 self.echo(f"warning: {problem}")
         summary.seconds = time.monotonic() - t0
         return summary
+
+    # -- blocks and the stop rule ---------------------------------------------
+
+    def _block_start(self, store: ResultsStore, cell: Cell) -> bool:
+        """True when ``cell`` is the first of its block to run (no cell of the block is finished yet)."""
+        done = store.finished_cell_ids(self.plan.run_id)
+        return not any(c.cell_id in done for c in self.plan.cells if c.repeat == cell.repeat)
+
+    def _verdicts(self, store: ResultsStore):
+        cells = [c for c in store.cells(self.plan.run_id) if c.status == "ok"]
+        return questions(configs_from(cells, self.spec.axes), self.spec.axes, self.spec.target())
+
+    def _complete_blocks(self, store: ResultsStore) -> int:
+        done = store.finished_cell_ids(self.plan.run_id)
+        blocks = sorted({c.repeat for c in self.plan.cells})
+        return sum(all(c.cell_id in done for c in self.plan.cells if c.repeat == b) for b in blocks)
+
+    def _stop_record(self, store: ResultsStore, reason: str) -> dict[str, Any]:
+        verdicts = self._verdicts(store)
+        return {"reason": reason, "blocks": self._complete_blocks(store), "seconds": round(self._spent(store), 1),
+                "decided": sum(v.decided for v in verdicts), "comparisons": len(verdicts),
+                "undecided": [v.text() for v in verdicts if not v.decided]}
+
+    def _spent(self, store: ResultsStore) -> float:
+        """Seconds spent on cell runs so far (all invocations; one-time golden loads left out)."""
+        return sum(c.finished_at - c.started_at - (c.phases or {}).get("golden", 0.0)
+                   for c in store.cells(self.plan.run_id))
+
+    def _should_stop(self, store: ResultsStore, next_block: int) -> dict[str, Any] | None:
+        """Before block ``next_block``: stop when every comparison is decided (after min_blocks) or the
+        next block would overrun the time budget; print what is still undecided."""
+        rule = self.spec.stop
+        blocks = self._complete_blocks(store)
+        if blocks == 0:
+            return None
+        verdicts = self._verdicts(store)
+        undecided = [v for v in verdicts if not v.decided]
+        self.echo(f"after block {blocks}: {len(verdicts) - len(undecided)} of {len(verdicts)} comparisons decided")
+        for v in undecided:
+            self.echo(f"  undecided: {v.text()}")
+        if blocks >= rule.min_blocks and verdicts and not undecided:
+            return self._stop_record(store, "target reached: every comparison is decided")
+        per_block = self._spent(store) / blocks
+        # the budget decides from min_blocks on: fewer blocks cannot decide anything, so they always run
+        if blocks >= rule.min_blocks and self._spent(store) + per_block > rule.budget:
+            more = max((v.ratio.more_blocks or 0) for v in undecided) if undecided else 0
+            return self._stop_record(store, f"time budget ({format_duration(rule.budget)}) reached; the current spread "
+                                     f"suggests ~{more} more blocks (about {format_duration(more * per_block)})")
+        return None
 
     def _live(self) -> bool:
         if self.opts.live is not None:
@@ -269,7 +349,10 @@ class Runner:
         extra = sum(golden_seconds(self.spec, self.plan.datadir_bytes) for k in missing_goldens
                     if not golden_mod.is_present(k))
         current_left = max(per_cell - (time.monotonic() - cell_started), 0.0)
-        return current_left + per_cell * len(remaining) + extra
+        left = current_left + per_cell * len(remaining)
+        if self.spec.adaptive:  # at most what the time budget leaves (the stop rule may end it sooner)
+            left = min(left, max(self.spec.stop.budget - self.spent_before - sum(self.measured), current_left))
+        return left + extra
 
     # -- one cell ------------------------------------------------------------
 
@@ -280,7 +363,12 @@ class Runner:
         state: dict[str, Any] = {"phase": SweepPhase.PREPARE, "t": started}
         label = f"{cell.label} r{cell.repeat}"
 
+        noise: dict[str, Any] = {}
+        window: noise_mod.NoiseWindow | None = None
+
         def phase(name: SweepPhase) -> None:
+            if name == SweepPhase.MEASURE and window is not None:
+                window.begin()
             now = time.monotonic()
             prev = state["phase"]
             phases[prev] = round(phases.get(prev, 0.0) + now - state["t"], 3)
@@ -307,6 +395,8 @@ class Runner:
             datadir = cell_dir(tiers, cell.datadir_tier, self.sandbox_name) / "data"
             clone_info = golden_mod.clone(key, datadir)
             rec.golden = {**rec.golden, "clone": clone_info}
+            if self.opts.probe:
+                noise["probe"] = noise_mod.probe(datadir)
             sb = golden_mod.adopt_sandbox(self.sandbox_name, key, datadir, bins)
             phase(SweepPhase.PLACE)
             placed = place_components(sb, cell.placement, tiers, cell.settings.get("options"))
@@ -319,6 +409,13 @@ class Runner:
                          "datadir": _facts_for_path(sb.datadir)}
             phase(SweepPhase.START)
             sb.start()
+            server_pid = sb.running_pid()
+            roots = lambda: [os.getpid()] + ([server_pid] if server_pid else [])  # noqa: E731
+            window = noise_mod.NoiseWindow(roots, self.opts.noise_threshold)
+            if self.opts.wait_quiet:
+                phase("wait-quiet")
+                noise["wait"] = noise_mod.wait_quiet(roots, self.opts.wait_quiet, self.opts.noise_threshold,
+                                                     echo=self.echo).to_dict()
             spec = sb.connection_spec(golden_mod.TPCC_DATABASE)
             self._point_exporter_at(sb, cell)
 
@@ -331,6 +428,8 @@ class Runner:
             result = self._drive(spec, cell, measurement)
             ticker.stop()
             ticker = None
+            if window.started:
+                noise["window"] = window.end()
             rec.result = result.to_dict()
             if not result.complete or result.failure:
                 raise SweepError(f"the TPC-C run did not complete: {result.failure or 'incomplete'}")
@@ -358,6 +457,7 @@ class Runner:
         phase(SweepPhase.RECORD)
         self._cleanup_cell(tiers)
         rec.phases = phases
+        rec.noise = noise or None
         rec.finished_at = time.time()
         if rec.status == "ok":
             self.measured.append(time.monotonic() - started - phases.get(SweepPhase.GOLDEN, 0.0))
@@ -406,7 +506,8 @@ class Runner:
             cur.close()
         finally:
             conn.close()
-        if self.opts.pt_summary:
+        if self.opts.pt_summary and rec.repeat == 1:
+            # once per cell (block 1): the later blocks run the same server with the same settings
             rec.pt_summary = pt_mysql_summary(sb.connection_spec())
 
     def _cleanup_cell(self, tiers: TierSession) -> None:

@@ -37,6 +37,7 @@ from tuner.core.errors import SweepError, UsageError
 from tuner.core.server import COMPONENTS
 from tuner.core.servers import distributions
 from tuner.core.units import PAGE_SIZES, format_size, parse_page_size, parse_size
+from tuner.sweep.stats import Target
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 
@@ -62,8 +63,11 @@ SHORT = {"placement": "", "page_size": "ps", "clients": "c", "flush_method": "fl
 
 TIER_KINDS = ("home", "path", "tmpfs", "ramfs", "zram", "md")
 DRIVERS = ("builtin", "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc")
-TOP_KEYS = ("name", "description", "server", "workload", "repeats", "tiers", "profile", "fixed", "axes",
-            "exclude", "order", "golden_load_buffer_pool")
+TOP_KEYS = ("name", "description", "server", "workload", "repeats", "stop", "seed", "tiers", "profile", "fixed",
+            "axes", "exclude", "order", "golden_load_buffer_pool", "regime")
+STOP_KEYS = ("budget", "min_blocks", "max_blocks", "equivalence", "half_width", "alpha")
+REGIME_KEYS = ("seed_source", "seed_data", "seed_buffer_pool", "note")
+ORDERS = ("blocks", "interleave", "sequential")
 WORKLOAD_KEYS = ("driver", "mode", "warehouses", "warmup", "duration", "interval", "tool_path")
 TIER_KEYS = ("kind", "path", "size", "fs", "optional", "level", "devices", "note", "mount_options")
 DEFAULT_PLACEMENT = "datadir"
@@ -114,6 +118,38 @@ class Workload:
     tool_path: str | None = None
 
 
+@dataclass(frozen=True)
+class StopRule:
+    """``repeats: auto``: add blocks until every comparison is decided, the budget is spent, or max_blocks."""
+
+    # seconds of cell runs (all invocations of the run together); min_blocks always run whatever it says,
+    # then a block starts only when the time spent plus one more block fits in the budget
+    budget: float = 1800.0
+    min_blocks: int = 3
+    max_blocks: int = 10
+    equivalence: float = 0.03  # an interval inside +/-3% of 1.0 decides "no difference that matters"
+    half_width: float = 0.05  # or a relative half-width below 5%
+    alpha: float = 0.05  # false-decision rate over all looks
+
+    def target(self, adaptive: bool = True) -> Target:
+        return Target(equivalence=self.equivalence, half_width=self.half_width, alpha=self.alpha,
+                      min_blocks=self.min_blocks, max_blocks=self.max_blocks, adaptive=adaptive)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """The seed's data-to-buffer-pool ratio the spec reproduces (issue 17, part 5)."""
+
+    seed_source: str = ""
+    seed_data: int = 0  # bytes of data in the seed's experiment
+    seed_buffer_pool: int = 0
+    note: str = ""
+
+    @property
+    def seed_ratio(self) -> float | None:
+        return self.seed_data / self.seed_buffer_pool if self.seed_data and self.seed_buffer_pool else None
+
+
 @dataclass
 class SweepSpec:
     """A validated sweep spec; ``axes`` and ``fixed`` hold normalized values."""
@@ -130,7 +166,13 @@ class SweepSpec:
     fixed: dict[str, Any]
     axes: dict[str, list[Any]]
     exclude: list[dict[str, Any]] = field(default_factory=list)
-    order: str = "interleave"  # interleave: repeat 1 of every cell, then repeat 2 ...; sequential
+    # blocks: each repeat is a block running every cell once in a fresh random order (seeded);
+    # interleave: blocks in the spec's order; sequential: all repeats of a cell, then the next cell
+    order: str = "blocks"
+    adaptive: bool = False  # repeats: auto (``repeats`` is then the most blocks the stop rule allows)
+    stop: StopRule = field(default_factory=StopRule)
+    seed: int | None = None  # the block order's random seed (default: from the spec's digest)
+    regime: Regime | None = None
     source: str | None = None  # the file it came from
     text: str = ""  # the YAML as given (stored with the results)
 
@@ -141,8 +183,27 @@ class SweepSpec:
             "workload": self.workload.__dict__, "repeats": self.repeats,
             "tiers": {k: t.to_dict() for k, t in sorted(self.tiers.items())},
             "profile": self.profile, "fixed": self.fixed, "axes": self.axes, "exclude": self.exclude,
-            "order": self.order,
-        }
+            "order": self.order, "seed": self.seed,
+        } | ({"repeats": "auto"} if self.adaptive else {})
+        # the stop rule is left out on purpose: a larger budget resumes the same run with more blocks
+
+    @property
+    def order_seed(self) -> int:
+        """The random seed of the block order (recorded with the run)."""
+        if self.seed is not None:
+            return self.seed
+        blob = json.dumps({k: v for k, v in self.canonical().items() if k != "seed"}, sort_keys=True,
+                          default=str).encode()
+        return int(hashlib.sha256(blob).hexdigest()[:8], 16)
+
+    def target(self) -> Target:
+        return self.stop.target(adaptive=self.adaptive)
+
+    def design(self) -> dict[str, Any]:
+        return {"order": self.order, "seed": self.order_seed, "adaptive": self.adaptive,
+                "blocks_planned": self.repeats, "stop": self.stop.__dict__ if self.adaptive else None,
+                "target": self.target().to_dict(),
+                "regime": None if self.regime is None else {**self.regime.__dict__, "seed_ratio": self.regime.seed_ratio}}
 
     @property
     def digest(self) -> str:
@@ -205,8 +266,16 @@ def parse_spec(doc: Any, source: str = "<spec>") -> SweepSpec:
         raise SweepError(f"server.flavor {flavor!r} is unknown; use mariadb, mysql or percona")
     workload = _workload(doc.get("workload") or {})
     repeats = doc.get("repeats", 1)
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise SweepError(f"repeats: {repeats!r} is not valid; give 1 or more (2 or more to measure noise)")
+    adaptive = isinstance(repeats, str) and repeats.strip().lower() == "auto"
+    stop = _stop(doc.get("stop"), adaptive)
+    if adaptive:
+        repeats = stop.max_blocks
+    elif not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise SweepError(f"repeats: {repeats!r} is not valid; give auto (blocks until decided) or a number >= 1 "
+                         "(3 or more to decide anything)")
+    seed = doc.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise SweepError(f"seed: {seed!r} is not valid; give a whole number >= 0 or leave it out")
     tiers = _tiers(doc.get("tiers") or {})
     fixed = _fixed(doc.get("fixed") or {}, tiers)
     axes = _axes(doc.get("axes") or {}, tiers)
@@ -221,16 +290,64 @@ def parse_spec(doc: Any, source: str = "<spec>") -> SweepSpec:
     if not isinstance(exclude, list) or not all(isinstance(e, dict) for e in exclude):
         raise SweepError("exclude: must be a list of mappings, e.g. [{page_size: 4k, clients: 64}]")
     exclude = [_fixed(e, tiers, what="exclude") for e in exclude]
-    order = str(doc.get("order") or "interleave")
-    if order not in ("interleave", "sequential"):
-        raise SweepError(f"order: {order!r} is unknown; use interleave (repeats round-robin) or sequential")
+    order = str(doc.get("order") or "blocks")
+    if order not in ORDERS:
+        raise SweepError(f"order: {order!r} is unknown; use blocks (each repeat runs every cell in a random order), "
+                         "interleave (the same order every repeat) or sequential")
     profile = doc.get("profile")
     return SweepSpec(name=name, description=str(doc.get("description") or "").strip(),
                      flavor=str(flavor).lower() if flavor else None,
                      version=str(server["version"]) if server.get("version") else None,
                      basedir=server.get("basedir"), workload=workload, repeats=repeats, tiers=tiers,
                      profile=str(profile) if profile else None, fixed=fixed, axes=axes, exclude=exclude,
-                     order=order, source=source)
+                     order=order, adaptive=adaptive, stop=stop, seed=seed, regime=_regime(doc.get("regime")),
+                     source=source)
+
+
+def _stop(d: Any, adaptive: bool) -> StopRule:
+    if d is None:
+        return StopRule()
+    if not isinstance(d, dict):
+        raise SweepError("stop: must be a mapping like {budget: 20m, max_blocks: 8}")
+    if not adaptive:
+        raise SweepError("stop: applies only with repeats: auto; remove it or set repeats: auto")
+    _unknown(d, STOP_KEYS, "key under stop:")
+    budget = _number(d.get("budget", StopRule.budget), "stop.budget", 1)
+    lo = int(_number(d.get("min_blocks", StopRule.min_blocks), "stop.min_blocks", 2, integer=True))
+    hi = int(_number(d.get("max_blocks", StopRule.max_blocks), "stop.max_blocks", 2, integer=True))
+    if hi < lo:
+        raise SweepError(f"stop.max_blocks {hi} is below stop.min_blocks {lo}; raise max_blocks")
+    return StopRule(budget=budget, min_blocks=lo, max_blocks=hi,
+                    equivalence=_fraction(d.get("equivalence", StopRule.equivalence), "stop.equivalence"),
+                    half_width=_fraction(d.get("half_width", StopRule.half_width), "stop.half_width"),
+                    alpha=_fraction(d.get("alpha", StopRule.alpha), "stop.alpha"))
+
+
+def _fraction(v: Any, what: str) -> float:
+    """0.05 or "5%"."""
+    if isinstance(v, str) and v.strip().endswith("%"):
+        try:
+            v = float(v.strip()[:-1]) / 100.0
+        except ValueError:
+            raise SweepError(f"{what} {v!r} is not a percentage; write it like 5%") from None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+        raise SweepError(f"{what} {v!r} is not valid; give a fraction between 0 and 1, like 0.05 or 5%")
+    return float(v)
+
+
+def _regime(d: Any) -> Regime | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise SweepError("regime: must be a mapping like {seed_source: ..., seed_data: 50G, seed_buffer_pool: 1G}")
+    _unknown(d, REGIME_KEYS, "key under regime:")
+    try:
+        data = parse_size(d.get("seed_data") or 0, "regime.seed_data") if d.get("seed_data") else 0
+        bp = parse_size(d.get("seed_buffer_pool") or 0, "regime.seed_buffer_pool") if d.get("seed_buffer_pool") else 0
+    except UsageError as exc:
+        raise SweepError(str(exc)) from None
+    return Regime(seed_source=str(d.get("seed_source") or ""), seed_data=data, seed_buffer_pool=bp,
+                  note=str(d.get("note") or "").strip())
 
 
 def _unknown(d: dict, allowed: tuple[str, ...], what: str) -> None:

@@ -17,7 +17,8 @@ from tuner.sweep.plan import make_plan, print_plan
 from tuner.sweep.spec import SPECS_DIR, TierSpec, load_spec
 from tuner.sweep.runner import Runner, RunnerOptions
 from tuner.sweep.report import build_report
-from tuner.sweep.results import ResultsStore
+from tuner.sweep.power import power_plan, print_power
+from tuner.sweep.results import ResultsStore, default_results_path
 from tuner.core.paths import innotier_home
 
 DEFAULT_LISTEN = "127.0.0.1:9623"
@@ -32,12 +33,16 @@ def register(sub) -> None:
     pl = s.add_parser("plan", help="expand a spec into cells, validate every cell, estimate the time (changes nothing)")
     pl.add_argument("spec", help="a spec file, or a shipped spec name (demo, placement-media, ...)")
     pl.add_argument("--json", action="store_true", help="print the plan as JSON")
+    pl.add_argument("--effect", metavar="SHARE", type=_share, default=0.10,
+                    help="power planning: blocks needed to decide a difference this large (default 10%%)")
+    _results_arg(pl)
     pl.set_defaults(func=cmd_plan)
 
     r = s.add_parser("run", help="run a spec; running it again resumes where it stopped")
     r.add_argument("spec", help="a spec file, or a shipped spec name")
     _results_arg(r)
     _metrics_args(r)
+    _noise_args(r)
     r.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     r.add_argument("--report", metavar="DIR", help="write the report to DIR when the run ends")
     r.add_argument("--no-pt-summary", action="store_true", help="do not store pt-mysql-summary output")
@@ -79,12 +84,31 @@ def register(sub) -> None:
     d.add_argument("-o", "--output", metavar="DIR", help="report directory (default $INNOTIER_HOME/reports/RUN_ID)")
     _results_arg(d)
     _metrics_args(d)
+    _noise_args(d)
     d.add_argument("--dry-run", action="store_true", help="print the demo's plan and stop")
     d.set_defaults(func=cmd_demo)
 
 
 def _results_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", metavar="PATH", help="results database (default $INNOTIER_HOME/results.db)")
+
+
+def _noise_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait-quiet", metavar="SECONDS", type=float, nargs="?", const=120.0, default=None,
+                   help="before each measured window wait (at most SECONDS, default 120) until other processes use "
+                        "less than the noise threshold of the CPU")
+    p.add_argument("--noise-threshold", metavar="SHARE", type=_share, default=None,
+                   help="flag a run when other processes used more than this share of the CPU (default 0.25)")
+
+
+def _share(text: str) -> float:
+    try:
+        v = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share; give a fraction like 0.25 or 25%") from None
+    if not 0.0 < v < 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 and 1; give a fraction like 0.25 or 25%")
+    return v
 
 
 def _metrics_args(p: argparse.ArgumentParser) -> None:
@@ -98,10 +122,18 @@ def _metrics_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_plan(args) -> int:
     plan = make_plan(load_spec(args.spec))
+    path = args.results or default_results_path()
+    store = ResultsStore(path, create=False) if os.path.exists(path) else None
+    try:
+        pp = power_plan(plan, store, args.effect)
+    finally:
+        if store is not None:
+            store.close()
     if args.json:
-        print_json(plan.to_dict())
+        print_json({**plan.to_dict(), "power": pp.to_dict()})
     else:
         print_plan(plan)
+        print_power(pp)
     return 0
 
 
@@ -115,7 +147,9 @@ def _sigterm_as_interrupt() -> None:
 def _run_plan(plan, args, echo=print):
     listen = None if args.no_metrics else args.metrics_listen
     opts = RunnerOptions(results=args.results, listen=listen, pt_summary=not getattr(args, "no_pt_summary", False),
-                         echo=echo)
+                         echo=echo, wait_quiet=args.wait_quiet)
+    if args.noise_threshold is not None:
+        opts.noise_threshold = args.noise_threshold
     _sigterm_as_interrupt()
     return Runner(plan, opts).run()
 
@@ -132,7 +166,7 @@ def cmd_run(args) -> int:
     summary = _run_plan(plan, args, echo=(lambda m: print(m, file=sys.stderr)) if args.json else print)
     out = {"run_id": summary.run_id, "total": summary.total, "already_finished": summary.skipped_finished,
            "ran": summary.ran, "failed": summary.failed, "seconds": round(summary.seconds, 1),
-           "results": summary.results, "metrics_url": summary.metrics_url}
+           "results": summary.results, "metrics_url": summary.metrics_url, "stop": summary.stop}
     if args.report:
         rep = _write_report(summary.run_id, args.report, args.results)
         out["report"] = str(rep.html)
@@ -141,6 +175,8 @@ def cmd_run(args) -> int:
     else:
         print(f"run {summary.run_id}: {summary.ran} cell runs now, {summary.skipped_finished} finished earlier, "
               f"{len(summary.failed)} failed, {format_duration(summary.seconds)}; results in {summary.results}")
+        if summary.stop:
+            print(f"stopped after block {summary.stop['blocks']}: {summary.stop['reason']}")
         if args.report:
             print(f"report: {out['report']}")
     return 1 if summary.failed else 0
@@ -211,11 +247,19 @@ def cmd_results_show(args) -> int:
                                             if k not in ("variables", "pt_summary", "option_file")} for c in cells]})
         return 0
     print(f"run {run_id} ({run['name']}): {sum(c.status == 'ok' for c in cells)}/{run['total_cells']} cell runs finished")
-    rows = [{"#": c.idx, "cell_id": c.cell_id, "cell": c.label, "repeat": c.repeat, "status": c.status,
+    rows = [{"#": c.idx, "cell_id": c.cell_id, "cell": c.label, "block": c.block, "status": c.status,
              "tpmC": f"{c.tpmc:,.0f}" if c.tpmc is not None else "", "checks": {True: "pass", False: "FAIL"}.get(c.check_ok, ""),
+             "others' CPU": _share_text(c), "noise": {True: "NOISY", False: "quiet"}.get(c.noisy, "-"),
              "failure": c.failure or ""} for c in cells]
-    print_table(rows, ["#", "cell_id", "cell", "repeat", "status", "tpmC", "checks", "failure"])
+    print_table(rows, ["#", "cell_id", "cell", "block", "status", "tpmC", "checks", "others' CPU", "noise", "failure"])
+    if run.get("stop"):
+        print(f"stopped after block {run['stop']['blocks']}: {run['stop']['reason']}")
     return 0
+
+
+def _share_text(c) -> str:
+    w = (c.noise or {}).get("window") or {}
+    return "-" if w.get("others_cpu_share") is None else f"{w['others_cpu_share'] * 100:.0f}%"
 
 
 def _print_cell(d: dict) -> None:
@@ -230,6 +274,14 @@ def _print_cell(d: dict) -> None:
         for op, lat in sorted((result.get("latency_ms") or {}).items()):
             print(f"  {op:<13} p50 {lat.get('p50')} ms  p95 {lat.get('p95')} ms  p99 {lat.get('p99')} ms")
     print(f"checks: {d.get('check_ok')}; server {d.get('server_version')}; phases (s): {d.get('phases')}")
+    w = (d.get("noise") or {}).get("window") or {}
+    if w:
+        print(f"noise: others used {w.get('others_cpu_share', 0) * 100:.0f}% of the CPU ({w.get('others_cores')} cores), "
+              f"steal {w.get('steal_share', 0) * 100:.1f}%, load {w.get('loadavg_end')}; "
+              + (f"FLAGGED: {w['flag_reason']}" if w.get("flagged") else "not flagged"))
+    p = (d.get("noise") or {}).get("probe") or {}
+    if p:
+        print(f"probe: CPU loop {p.get('cpu_loop_s')} s, fsync median {p.get('fsync_ms_median')} ms on {p.get('directory')}")
     print(f"golden: {json.dumps(d.get('golden'), sort_keys=True)}")
     print(f"tiers: {json.dumps((d.get('tiers') or {}).get('placement'), sort_keys=True)}")
     if d.get("option_file"):
@@ -297,8 +349,13 @@ def cmd_demo(args) -> int:
     print()
     print(f"demo finished in {format_duration(time.monotonic() - t0)}: {summary.ran} cell runs now "
           f"({summary.skipped_finished} finished earlier), {len(summary.failed)} failed")
+    if summary.stop:
+        print(f"stopped after block {summary.stop['blocks']}: {summary.stop['reason']}")
     print(f"report: {rep.html}")
     print(f"        {rep.markdown}")
+    print("verdicts:")
+    for v in rep.verdicts:
+        print(f"  - {v}")
     print("recommendation:")
     for r in rep.recommendations:
         print(f"  - {r}")

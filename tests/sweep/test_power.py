@@ -1,0 +1,67 @@
+"""Power planning: blocks needed to decide an effect, from earlier results on this host or an assumed spread."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+from tuner.sweep.plan import make_plan
+from tuner.sweep.power import ASSUMED_SD_LOG, power_plan
+from tuner.sweep.results import CellRecord, ResultsStore
+from tuner.sweep.spec import load_spec
+
+SPEC = """
+name: power
+server: {flavor: mariadb}
+workload: {warehouses: 1, warmup: 2, duration: 10}
+repeats: auto
+stop: {budget: 60m, min_blocks: 3, max_blocks: 12}
+tiers: {disk: {kind: home}}
+fixed: {clients: 2}
+axes: {doublewrite: ["ON", "OFF"]}
+"""
+
+
+def _record(store: ResultsStore, plan, blocks: int, sd: float, seconds: float) -> None:
+    rng = random.Random(4)
+    store.begin_run(plan.run_id, plan.spec.name, plan.spec.digest, "", plan.spec.canonical(), {}, len(plan.cells), {})
+    drift = {b: 1 + rng.uniform(-0.3, 0.3) for b in range(1, blocks + 1)}  # the machine, per block
+    for c in plan.cells:
+        if c.repeat > blocks:
+            continue
+        v = 10000 * drift[c.repeat] * math.exp(rng.gauss(0, sd))
+        store.record_cell(CellRecord(run_id=plan.run_id, cell_id=c.cell_id, idx=c.index, config_key=c.config_key,
+                                     repeat=c.repeat, label=c.label, settings=c.settings, status="ok",
+                                     started_at=1000.0, finished_at=1000.0 + seconds, result={"tpmc": v},
+                                     check_ok=True))
+
+
+def test_power_from_an_assumed_spread_without_earlier_results(write_spec):
+    plan = make_plan(load_spec(write_spec(SPEC)))
+    pp = power_plan(plan, None, effect=0.10)
+    [row] = pp.rows
+    assert row.comparison == "dw=OFF / dw=ON" and row.sd_log == ASSUMED_SD_LOG and "assumed" in row.source
+    assert row.blocks is not None and row.blocks >= 3 and row.seconds == row.blocks * pp.block_seconds
+
+
+def test_power_from_earlier_results_uses_their_spread_and_time(write_spec, tmp_path):
+    plan = make_plan(load_spec(write_spec(SPEC)))
+    with ResultsStore(tmp_path / "r.db") as store:
+        _record(store, plan, blocks=4, sd=0.01, seconds=30.0)
+        quiet = power_plan(plan, store, effect=0.10)
+    with ResultsStore(tmp_path / "r2.db") as store:
+        _record(store, plan, blocks=4, sd=0.08, seconds=30.0)
+        noisy = power_plan(plan, store, effect=0.10)
+    assert "measured" in quiet.rows[0].source and quiet.block_seconds == 60.0  # 2 cells x 30 s
+    assert quiet.rows[0].sd_log < noisy.rows[0].sd_log
+    assert quiet.rows[0].sd_log < 0.05 and quiet.rows[0].blocks == 3  # decided at the first look
+    assert quiet.rows[0].blocks < (noisy.rows[0].blocks or 51)  # more spread, more blocks
+
+
+def test_sweep_plan_prints_the_power_estimate(write_spec, cli):
+    out = cli("sweep", "plan", write_spec(SPEC), "--effect", "20%", check=True).stdout
+    assert "blocks needed to decide a 20% effect" in out and "dw=OFF / dw=ON" in out
+    data = json.loads(cli("sweep", "plan", write_spec(SPEC), "--json", check=True).stdout)
+    assert data["power"]["effect"] == 0.10 and data["power"]["rows"][0]["blocks"] >= 3
+    assert data["design"]["adaptive"] and data["design"]["seed"] is not None

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scipy.stats import spearmanr
-
 from tuner.core.errors import SweepError
 from tuner.core.units import human_size, parse_size
 from tuner.sweep.analysis import Config, Verdict, configs_from, label_of, questions, recommend, tier_comparison
@@ -346,6 +344,8 @@ def noise_rows(cells) -> list[dict[str, Any]]:
 def noise_explains(cells, configs: list[Config]) -> str | None:
     """Does the noise explain the spread?  Correlate each run's deviation from its cell's geometric mean
     with others' CPU share (Spearman, over runs with noise figures)."""
+    from scipy.stats import spearmanr  # deferred: SciPy at CLI start-up costs ~1 s of CPU (see stats.py)
+
     dev, share = [], []
     gm = {c.config_key: c.summary.mean for c in configs if c.summary}
     for c in cells:

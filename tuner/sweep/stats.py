@@ -27,14 +27,32 @@ Student t and the normal come from SciPy; the bootstrap and simulations use NumP
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 from dataclasses import dataclass
-from typing import Sequence
-
-import numpy as np
-from scipy import stats as sps
+from typing import Any, Callable, Sequence
 
 ALPHA = 0.05
+
+
+class _OnFirstUse:
+    """A module imported on first attribute access."""
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        self._load = load
+        self._mod: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._mod is None:
+            self._mod = self._load()
+        return getattr(self._mod, name)
+
+
+# deferred: NumPy and SciPy cost about 1 s of CPU at every `innotier` start (bench/cli_startup.py: median CPU
+# 1244 ms with them imported here against 268 ms without), and every CLI module reaches this one through
+# the spec (Target); they load when a statistic is first computed.
+np = _OnFirstUse(lambda: importlib.import_module("numpy"))
+sps = _OnFirstUse(lambda: importlib.import_module("scipy.stats"))
 
 
 # ---------------------------------------------------------------------------
@@ -270,8 +288,8 @@ class PairedRatio:
 
     def interval(self) -> str:
         if self.low is None:
-            return f"{self.ratio:.2f}x (n={self.n}, no interval)"
-        return f"{self.ratio:.2f}x [{self.low:.2f}, {self.high:.2f}]"
+            return f"{_r(self.ratio)}x (n={self.n}, no interval)"
+        return f"{_r(self.ratio)}x [{_r(self.low)}, {_r(self.high)}]"
 
     def state(self) -> str:
         if self.status == "unknown":
@@ -292,6 +310,11 @@ class PairedRatio:
                 "sd_log": self.sd_log, "level": self.level, "status": self.status, "decided": self.decided,
                 "more_blocks": self.more_blocks, "bootstrap_low": self.boot_low, "bootstrap_high": self.boot_high,
                 "text": f"{self.interval()}, {self.state()}"}
+
+
+def _r(x: float) -> str:
+    """A ratio for people: two decimals, or two significant digits far from 1 (never "0.00")."""
+    return f"{x:.2f}" if 0.1 <= x < 100 else f"{x:.2g}"
 
 
 def _status(mean: float, half: float, target: Target) -> str:

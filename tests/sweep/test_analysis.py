@@ -133,3 +133,15 @@ def test_a_newer_results_database_is_refused_unchanged(tmp_path):
     conn.close()
     with pytest.raises(SweepError, match="newer than this innotier"):
         ResultsStore(db)
+
+
+def test_a_mostly_busy_machine_is_named_in_the_report(tmp_path):
+    from tuner.sweep.report import noise_warning
+
+    busy = {"window": {"flagged": True, "others_cpu_share": 0.85}}
+    quiet = {"window": {"flagged": False, "others_cpu_share": 0.05}}
+    cells = [_cell(b, "disk", "ON", 1000, idx=b, noise=busy) for b in range(1, 6)]
+    text = noise_warning(cells)
+    assert text and "5 of 5 runs" in text and "median 85%" in text and "--wait-quiet" in text
+    cells[0].noise = cells[1].noise = quiet
+    assert noise_warning(cells) is None  # 3 of 5: not "most"

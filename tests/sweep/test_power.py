@@ -65,3 +65,14 @@ def test_sweep_plan_prints_the_power_estimate(write_spec, cli):
     data = json.loads(cli("sweep", "plan", write_spec(SPEC), "--json", check=True).stdout)
     assert data["power"]["effect"] == 0.10 and data["power"]["rows"][0]["blocks"] >= 3
     assert data["design"]["adaptive"] and data["design"]["seed"] is not None
+
+
+def test_budget_option_overrides_the_spec_and_keeps_the_run(write_spec, cli):
+    spec = write_spec(SPEC)
+    out = cli("sweep", "run", spec, "--budget", "2h", "--dry-run", check=True).stdout
+    assert "up to" in out and "power-" in out
+    bad = cli("sweep", "run", write_spec(SPEC.replace("repeats: auto", "repeats: 3").replace(
+        "stop: {budget: 60m, min_blocks: 3, max_blocks: 12}\n", ""), "fixed.yaml"), "--budget", "10m", "--dry-run")
+    assert bad.returncode != 0 and "--budget applies only to specs with repeats: auto" in bad.stderr
+    bad = cli("sweep", "run", spec, "--budget", "soon", "--dry-run")
+    assert bad.returncode != 0 and "--budget 'soon' is not a duration" in bad.stderr

@@ -363,6 +363,20 @@ def noise_explains(cells, configs: list[Config]) -> str | None:
             f"{len(dev)} runs): the drift comes from elsewhere (I/O, caches) or is the cells' own variation.")
 
 
+def noise_warning(cells) -> str | None:
+    """When most runs were taken on a busy machine, say what that does to the answers."""
+    flagged = [c for c in cells if c.noisy]
+    known = [c for c in cells if c.noisy is not None]
+    if not known or len(flagged) < 0.8 * len(known):
+        return None
+    shares = sorted(((c.noise or {}).get("window") or {}).get("others_cpu_share") or 0.0 for c in flagged)
+    median = shares[len(shares) // 2]
+    return (f"{len(flagged)} of {len(known)} runs were taken while other processes used most of the CPU (median "
+            f"{median * 100:.0f}%): the server under test was short of CPU, which shrinks storage differences and "
+            "widens the spread within blocks. Run it again when the machine is quieter, with --wait-quiet and a "
+            "larger --budget: the run resumes and adds blocks.")
+
+
 def _mean_str(vals: list[float]) -> str:
     return f"{sum(vals) / len(vals):,.0f}" if vals else "-"
 
@@ -463,6 +477,7 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
         "complete": complete, "configs": configs, "tier_facts": tier_facts, "blocks": len(blocks),
         "design": design, "stop": stop, "target": target, "noise": noise_rows(cells),
         "noisy_runs": sum(bool(c.noisy) for c in cells), "noise_explains": noise_explains(cells, configs),
+        "noise_warning": noise_warning(cells),
         "scale": scale_note(spec, cells, info.get("design")),
         "goldens": sorted({json.dumps((c.golden or {}).get("key", {}), sort_keys=True) for c in cells}),
         "option_files": {cfg.label: cfg.runs[0].option_file for cfg in configs if cfg.runs and cfg.runs[0].option_file},

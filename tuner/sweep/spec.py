@@ -29,6 +29,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -312,7 +313,7 @@ def _stop(d: Any, adaptive: bool) -> StopRule:
     if not adaptive:
         raise SweepError("stop: applies only with repeats: auto; remove it or set repeats: auto")
     _unknown(d, STOP_KEYS, "key under stop:")
-    budget = _number(d.get("budget", StopRule.budget), "stop.budget", 1)
+    budget = parse_stop_budget(d.get("budget", StopRule.budget), "stop.budget")
     lo = int(_number(d.get("min_blocks", StopRule.min_blocks), "stop.min_blocks", 2, integer=True))
     hi = int(_number(d.get("max_blocks", StopRule.max_blocks), "stop.max_blocks", 2, integer=True))
     if hi < lo:
@@ -321,6 +322,20 @@ def _stop(d: Any, adaptive: bool) -> StopRule:
                     equivalence=_fraction(d.get("equivalence", StopRule.equivalence), "stop.equivalence"),
                     half_width=_fraction(d.get("half_width", StopRule.half_width), "stop.half_width"),
                     alpha=_fraction(d.get("alpha", StopRule.alpha), "stop.alpha"))
+
+
+def parse_stop_budget(text: Any, what: str = "--budget") -> float:
+    """A time budget: 900 (seconds), 900s, 15m, 1.5h."""
+    if isinstance(text, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(h|min|m|s)?\s*", text.lower())
+        if not m:
+            raise SweepError(f"{what} {text!r} is not a duration; write it like 900, 15m or 1.5h")
+        value = float(m.group(1)) * {"h": 3600, "min": 60, "m": 60, "s": 1, None: 1}[m.group(2)]
+    else:
+        value = _number(text, what, 1)
+    if value < 1:
+        raise SweepError(f"{what} {text!r} is too short; give at least one second")
+    return value
 
 
 def _fraction(v: Any, what: str) -> float:

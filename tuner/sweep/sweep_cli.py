@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -14,7 +15,7 @@ from tuner.core.units import format_duration
 from tuner.core.errors import SweepError
 from tuner.core.cliutil import print_json, print_table, to_jsonable
 from tuner.sweep.plan import make_plan, print_plan
-from tuner.sweep.spec import SPECS_DIR, TierSpec, load_spec
+from tuner.sweep.spec import SPECS_DIR, TierSpec, load_spec, parse_stop_budget
 from tuner.sweep.runner import Runner, RunnerOptions
 from tuner.sweep.report import build_report
 from tuner.sweep.power import power_plan, print_power
@@ -43,6 +44,7 @@ def register(sub) -> None:
     _results_arg(r)
     _metrics_args(r)
     _noise_args(r)
+    _budget_arg(r)
     r.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     r.add_argument("--report", metavar="DIR", help="write the report to DIR when the run ends")
     r.add_argument("--no-pt-summary", action="store_true", help="do not store pt-mysql-summary output")
@@ -85,6 +87,7 @@ def register(sub) -> None:
     _results_arg(d)
     _metrics_args(d)
     _noise_args(d)
+    _budget_arg(d)
     d.add_argument("--dry-run", action="store_true", help="print the demo's plan and stop")
     d.set_defaults(func=cmd_demo)
 
@@ -99,6 +102,21 @@ def _noise_args(p: argparse.ArgumentParser) -> None:
                         "less than the noise threshold of the CPU")
     p.add_argument("--noise-threshold", metavar="SHARE", type=_share, default=None,
                    help="flag a run when other processes used more than this share of the CPU (default 0.25)")
+
+
+def _budget_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--budget", metavar="TIME", help="repeats: auto: time budget for cell runs, e.g. 30m (overrides the "
+                   "spec's stop.budget; a larger one resumes a stopped run and adds blocks)")
+
+
+def _with_budget(spec, text: str | None):
+    """The spec with stop.budget replaced (the budget is not part of the run id: the same run continues)."""
+    if not text:
+        return spec
+    if not spec.adaptive:
+        raise SweepError("--budget applies only to specs with repeats: auto; remove it or set repeats: auto")
+    seconds = parse_stop_budget(text)
+    return dataclasses.replace(spec, stop=dataclasses.replace(spec.stop, budget=seconds))
 
 
 def _share(text: str) -> float:
@@ -155,7 +173,7 @@ def _run_plan(plan, args, echo=print):
 
 
 def cmd_run(args) -> int:
-    plan = make_plan(load_spec(args.spec))
+    plan = make_plan(_with_budget(load_spec(args.spec), args.budget))
     if args.dry_run:
         print_plan(plan)
         return 0
@@ -319,8 +337,6 @@ def cmd_results_export(args) -> int:
 def demo_spec():
     """The shipped demo spec, fitted to this host: without root there is no tmpfs to mount, so /dev/shm
     (the tmpfs every Linux has) stands in as an existing-path tier; zram is optional (root only)."""
-    import dataclasses
-
     spec = load_spec("demo")
     notes = []
     if os.geteuid() != 0 and "tmpfs" in spec.tiers and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
@@ -336,6 +352,7 @@ def cmd_demo(args) -> int:
 
     t0 = time.monotonic()
     spec, notes = demo_spec()
+    spec = _with_budget(spec, args.budget)
     for n in notes:
         print(f"demo: {n}")
     plan = make_plan(spec)

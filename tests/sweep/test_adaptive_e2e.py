@@ -43,7 +43,9 @@ def test_auto_repeats_stop_by_themselves_and_a_cpu_hog_block_is_flagged(tmp_path
                                                                           innotier_home):
     spec = write_spec(SPEC)
     report_dir = tmp_path / "report"
-    proc = background_cli("sweep", "run", spec, "--no-metrics", "--no-pt-summary", "--report", str(report_dir))
+    # metrics on (the wait-quiet phase is exported too) and a short --wait-quiet before every window
+    proc = background_cli("sweep", "run", spec, "--metrics-listen", "127.0.0.1:0", "--no-pt-summary", "--wait-quiet",
+                          "4", "--report", str(report_dir))
     lines: list[str] = []
     hogs: list[subprocess.Popen] = []
     hog_block = None
@@ -83,6 +85,9 @@ def test_auto_repeats_stop_by_themselves_and_a_cpu_hog_block_is_flagged(tmp_path
         assert w["seconds"] >= 8 and 0.0 <= w["others_cpu_share"] <= 1.0 and w["ours_cores"] > 0.1, w
         assert w["loadavg_end"] and w["steal_share"] is not None and "flagged" in w
         assert p["cpu_loop_s"] > 0 and p["fsyncs"] >= 1 and p["fsync_ms_median"] > 0
+        wait = c.noise["wait"]  # quiet reached, or gave up at the 4 s limit (one 2 s sample may overrun it)
+        assert wait["quiet"] or 4.0 <= wait["waited_s"] <= 12.0, wait
+        assert "wait-quiet" in c.phases
     # the hog's block is flagged (how much CPU the hogs got depends on the rest of the shared machine;
     # test_noise.py checks the accounting against the hog's own /proc figures)
     for c in cells:

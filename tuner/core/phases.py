@@ -13,6 +13,7 @@ class SweepPhase(enum.StrEnum):
     PLACE = "place"          # move InnoDB files to their tiers
     CONFIGURE = "configure"  # write the cell's profile
     START = "start"          # start the server
+    WAIT_QUIET = "wait-quiet"  # --wait-quiet: wait (with a limit) until other processes leave the CPU
     WARMUP = "warmup"        # driver running, not yet counted
     MEASURE = "measure"      # driver running, counted
     CHECK = "check"          # TPC-C consistency checks

@@ -413,7 +413,7 @@ class Runner:
             roots = lambda: [os.getpid()] + ([server_pid] if server_pid else [])  # noqa: E731
             window = noise_mod.NoiseWindow(roots, self.opts.noise_threshold)
             if self.opts.wait_quiet:
-                phase("wait-quiet")
+                phase(SweepPhase.WAIT_QUIET)
                 noise["wait"] = noise_mod.wait_quiet(roots, self.opts.wait_quiet, self.opts.noise_threshold,
                                                      echo=self.echo).to_dict()
             spec = sb.connection_spec(golden_mod.TPCC_DATABASE)

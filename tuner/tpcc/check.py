@@ -371,12 +371,20 @@ def _prepare_money(conn) -> str | None:
     """Build the per-customer sums for conditions 10 and 12; the server's error text if it cannot."""
     cur = conn.cursor()
     try:
+        # CREATE ... SELECT under REPEATABLE READ takes a shared lock on every source row, and the lock table
+        # lives in the buffer pool: with data tens of times the pool (a sweep in the DCPMM paper's regime) it
+        # fails with "The total number of locks exceeds the lock table size".  Under READ COMMITTED the
+        # SELECT is a consistent read without row locks (MySQL 8.0 manual 17.7.3, INSERT ... SELECT).
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
         cur.execute(DROP_MONEY)
         cur.execute(CREATE_MONEY)
     except Exception as exc:
         return str(getattr(exc, "msg", exc))
     finally:
-        cur.close()
+        try:
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        finally:
+            cur.close()
     return None
 
 

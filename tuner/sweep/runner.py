@@ -303,9 +303,8 @@ class Runner:
         per_block = self._spent(store) / blocks
         # the budget decides from min_blocks on: fewer blocks cannot decide anything, so they always run
         if blocks >= rule.min_blocks and self._spent(store) + per_block > rule.budget:
-            more = max((v.ratio.more_blocks or 0) for v in undecided) if undecided else 0
-            return self._stop_record(store, f"time budget ({format_duration(rule.budget)}) reached; the current spread "
-                                     f"suggests ~{more} more blocks (about {format_duration(more * per_block)})")
+            return self._stop_record(store, f"time budget ({format_duration(rule.budget)}) reached; "
+                                     + _more_blocks_text(undecided, per_block))
         return None
 
     def _live(self) -> bool:
@@ -515,6 +514,14 @@ class Runner:
             golden_mod.discard_cell_sandbox(self.sandbox_name)
         finally:
             clear_cell_dirs(tiers, self.sandbox_name)
+
+
+def _more_blocks_text(undecided, per_block: float) -> str:
+    """What the current spread says it would take to decide the rest."""
+    if any(v.ratio.more_blocks is None for v in undecided):
+        return "at the current spread some comparisons need more than 50 more blocks (see the noise per run)"
+    more = max((v.ratio.more_blocks for v in undecided), default=0)
+    return f"the current spread suggests ~{more} more blocks (about {format_duration(more * per_block)})"
 
 
 class _PhaseTicker(threading.Thread):

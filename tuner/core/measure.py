@@ -9,7 +9,13 @@ Latency goes into ``LatencyHistogram``: log-linear buckets of about 1% relative
 width from 1 microsecond to 1000 seconds (an HDR-style histogram: fixed memory,
 O(1) record, mergeable across processes, percentiles within 1%), never a list of
 samples.  Each op has two histograms: one for the whole measured run and one for
-the current report interval (reset at each interval), as go-tpc does.
+the current report interval (reset at each interval), as go-tpc does.  A transaction
+that ends in an error has its latency (from its first attempt) in a third,
+``error_total``, like go-tpc's ``<op>_ERR`` rows; retried attempts are counted but
+carry no latency of their own (the final outcome carries the whole time).
+
+tpmC counts New-Orders that completed, committed or rolled back (TPC-C 5.4.1:
+the 1% rolled back on an unused item are completed business transactions).
 
 Worker processes each own a Measurement and ship ``snapshot()`` dicts to the
 parent, which ``merge()``s them; the histogram counts are plain lists so they
@@ -142,7 +148,7 @@ class IntervalPoint:
 
     t: float  # seconds since the measured phase started (end of the interval)
     seconds: float  # length of the interval
-    tpmc: float  # New-Order commits per minute in this interval
+    tpmc: float  # completed (committed + rolled-back) New-Orders per minute in this interval
     tpm_total: float  # all committed transactions per minute (client side)
     commits: dict[str, int]
     errors: int
@@ -173,6 +179,8 @@ class Measurement:
         self.total = {op: LatencyHistogram() for op in ops}
         self.interval = {op: LatencyHistogram() for op in ops}
         self.all_latency = {op: LatencyHistogram() for op in ops}  # warm-up included, for the exporter
+        self.error_total = {op: LatencyHistogram() for op in ops}  # measured transactions that ended in an error
+        self._error_delta = {op: LatencyHistogram() for op in ops}  # the same, since the last snapshot
         self.timeline: list[IntervalPoint] = []
         self._interval_counts = _counts()
         self._interval_started = time.monotonic()
@@ -192,6 +200,9 @@ class Measurement:
         if outcome in ("commit", "rollback"):
             self.total[op].record(seconds)
             self.interval[op].record(seconds)
+        elif outcome == "error":
+            self.error_total[op].record(seconds)
+            self._error_delta[op].record(seconds)
 
     # -- phases ---------------------------------------------------------------
 
@@ -220,12 +231,14 @@ class Measurement:
                 "counts": self._interval_counts,
                 "interval": {op: h.to_dict() for op, h in self.interval.items() if h.count},
                 "all_latency": {op: h.to_dict() for op, h in self.all_latency.items() if h.count},
+                "error_latency": {op: h.to_dict() for op, h in self._error_delta.items() if h.count},
             }
             if reset_interval:
                 self.all_counts = _counts()
                 self._interval_counts = _counts()
                 self.interval = {op: LatencyHistogram() for op in self.ops}
                 self.all_latency = {op: LatencyHistogram() for op in self.ops}
+                self._error_delta = {op: LatencyHistogram() for op in self.ops}
             return snap
 
     def merge(self, snap: dict[str, Any], measured: bool | None = None) -> None:
@@ -247,6 +260,8 @@ class Measurement:
                 h = LatencyHistogram.from_dict(d)
                 self.total[op].merge(h)
                 self.interval[op].merge(h)
+            for op, d in snap.get("error_latency", {}).items():
+                self.error_total[op].merge(d)
 
     # -- intervals ------------------------------------------------------------
 
@@ -264,7 +279,7 @@ class Measurement:
                 point = IntervalPoint(
                     t=round(time.time() - (self.measure_started or time.time()), 3),
                     seconds=round(secs, 3),
-                    tpmc=round(c["new_order"]["commit"] * 60.0 / secs, 1),
+                    tpmc=round((c["new_order"]["commit"] + c["new_order"]["rollback"]) * 60.0 / secs, 1),
                     tpm_total=round(sum(commits.values()) * 60.0 / secs, 1),
                     commits=commits,
                     errors=sum(c[op]["error"] for op in self.ops),
@@ -306,8 +321,10 @@ class Measurement:
         return (self.measure_ended or time.time()) - self.measure_started
 
     def tpmc(self) -> float:
+        """Completed New-Orders (committed + rolled back, TPC-C 5.4.1) per measured minute."""
         secs = self.measured_seconds
-        return self.counts["new_order"]["commit"] * 60.0 / secs if secs > 0 else 0.0
+        no = self.counts["new_order"]
+        return (no["commit"] + no["rollback"]) * 60.0 / secs if secs > 0 else 0.0
 
     def latency_summary_ms(self) -> dict[str, dict[str, float]]:
         return {op: h.summary_ms() for op, h in self.total.items() if h.count}
@@ -317,9 +334,11 @@ class Measurement:
 class RunResult:
     """The final result of one TPC-C run, whichever driver produced it.
 
-    ``tpmc``: New-Order commits per minute over the measured window (client side).
+    ``tpmc``: completed New-Orders (committed + rolled back, TPC-C 5.4.1) per minute over
+    the measured window (client side).
     ``nopm``: HammerDB's New Orders Per Minute: growth of sum(district.d_next_o_id)
-    per minute (server side); equals tpmc up to New-Orders that roll back.
+    per minute (server side); rolled-back New-Orders do not move it, so it is about 1% below tpmc.
+    ``error_latency_ms``: per op, the latency (from the first attempt) of transactions that ended in an error.
     ``tpm``: HammerDB's TPM: growth of Com_commit + Com_rollback per minute
     (server-wide, so it includes other traffic).
     Fields an external driver does not report are None.
@@ -344,6 +363,7 @@ class RunResult:
     complete: bool = True
     failure: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    error_latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -361,6 +381,7 @@ class RunResult:
             measured_seconds=round(m.measured_seconds, 3),
             counts=counts,
             latency_ms=m.latency_summary_ms(),
+            error_latency_ms={op: h.summary_ms() for op, h in m.error_total.items() if h.count},
             timeline=[p.to_dict() for p in m.timeline],
             errors=sum(v["error"] for v in counts.values()),
             retries=sum(v["retry"] for v in counts.values()),

@@ -17,15 +17,25 @@ release the GIL.  Each worker owns a Measurement, guarded by one lock, and ships
 delta snapshots to the parent at fixed ticks (1 s, aligned on a shared monotonic
 clock) so the parent's timeline and the warm-up boundary are exact.
 
-Outcomes recorded per attempt: commit, rollback (New-Order's 1% unused item),
-retry (deadlock 1213 / lock-wait timeout 1205: the attempt is counted, then the
-same input is run again), error (anything else).  A lost connection ends the
-run: the result keeps the partial timeline and says why (complete=False).
+Outcomes recorded: each transaction ends once, as commit, rollback (New-Order's
+1% unused item) or error (anything else, and a deadlock 1213 / lock-wait timeout
+1205 whose ``max_retries`` retries ran out), with its latency from the first
+attempt; each retry is counted as it happens.  The transactions are drawn from
+the TPC-C 5.2.4.2 deck of 23 cards unless ``--deck 100`` asks otherwise; the
+result names the deck and the realized mix.
+
+A lost connection (a server restart, a datadir move) does not end the run: the
+transaction in flight counts as an error, the terminal reconnects with backoff
+and goes on; the result reports the reconnects, the outage windows and the
+error messages.  Only a server that stays away longer than ``outage_limit``
+ends the run early: the result keeps the partial timeline and says why
+(complete=False).
 
 Metrics (HammerDB's definitions, research notes 1.1): NOPM = growth of
 sum(D_NEXT_O_ID) per minute over the measured window; TPM = growth of
-Com_commit + Com_rollback per minute (server-wide).  tpmC = New-Order commits
-per minute counted by the client.
+Com_commit + Com_rollback per minute (server-wide; unknown when the server
+restarted inside the window, as the counters restart at 0).  tpmC = completed
+(committed + rolled-back) New-Orders per minute counted by the client.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ import random
 import resource
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -50,7 +61,10 @@ from tuner.tpcc.terminal import RunConstants, Terminal
 
 MODULES = {m.OP: m for m in (new_order, payment, order_status, delivery, stock_level)}
 TICK_SECONDS = 1.0
-MAX_RETRIES = 100  # attempts of one transaction before it counts as an error
+MAX_RETRIES = 100  # retries of one transaction (deadlock / lock-wait timeout) before it counts as an error
+OUTAGE_LIMIT = 60.0  # seconds the server may stay away before the run ends with a failure
+RECONNECT_FIRST_DELAY = 0.05  # seconds; doubled after each failed reconnect attempt ...
+RECONNECT_MAX_DELAY = 1.0  # ... up to this
 READY_TIMEOUT = 120.0  # seconds for all workers to connect their terminals
 THREAD_STACK_BYTES = 512 * 1024  # terminal threads are shallow; 512 threads x 8 MiB default would be 4 GiB of VM
 START_DELAY = 0.3  # seconds between "go" and t0, so every worker sees t0 in the future
@@ -58,7 +72,7 @@ START_DELAY = 0.3  # seconds between "go" and t0, so every worker sees t0 in the
 SUM_NEXT_O_ID = "SELECT SUM(d_next_o_id) FROM `{db}`.district"
 SELECT_LIMITS = "SELECT @@max_connections, @@max_prepared_stmt_count"
 STATUS_COUNTERS = ("SHOW GLOBAL STATUS WHERE Variable_name IN "
-                   "('Com_commit', 'Com_rollback', 'Threads_connected', 'Prepared_stmt_count')")
+                   "('Com_commit', 'Com_rollback', 'Threads_connected', 'Prepared_stmt_count', 'Uptime')")
 
 
 # ---------------------------------------------------------------------------
@@ -80,6 +94,9 @@ class RunPlan:
     duration: float
     interval: float
     keying_and_think: bool
+    deck: str
+    max_retries: int
+    outage_limit: float
     max_connections: int
     server: str
     constants: dict[str, int]  # NURand C-Run values (clause 2.1.6)
@@ -180,7 +197,8 @@ def preflight(spec, cfg: RunConfig) -> RunPlan:
                    workers=workers, clients_per_worker=[len(c) for c in client_split(clients, workers)],
                    shard=str(cfg.shard) if cfg.shard else None, home_warehouses=home, start_at=cfg.start_at,
                    warmup=cfg.warmup, duration=cfg.duration, interval=cfg.interval,
-                   keying_and_think=cfg.keying_and_think, max_connections=max_connections,
+                   keying_and_think=cfg.keying_and_think, deck=cfg.deck, max_retries=cfg.max_retries,
+                   outage_limit=cfg.outage_limit, max_connections=max_connections,
                    server=str(server), constants=constants.to_dict())
 
 
@@ -202,63 +220,159 @@ class WorkerTask:
     keying_and_think: bool
     seed: int
     home_warehouses: tuple[int, int] | None = None  # a shard's own warehouses (None: all)
+    deck: str = mix.DEFAULT_DECK
+    max_retries: int = MAX_RETRIES
+    outage_limit: float = OUTAGE_LIMIT
 
 
 @dataclass
 class _WorkerState:
+    """What a worker's terminal threads share (guarded by ``lock``)."""
+
     m: Measurement
     lock: threading.Lock
     stop: threading.Event
-    lost: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # set when the run must end: the server stayed away too long
+    error_messages: Counter = field(default_factory=Counter)
+    reconnects: int = 0
+    down: int = 0  # terminals currently without a connection
+    outages: list[list[float]] = field(default_factory=list)  # [wall start, wall end] while any terminal was down
+
+    def record(self, op: str, seconds: float, outcome: str) -> None:
+        with self.lock:
+            self.m.record(op, seconds, outcome)
+
+    def note_error(self, message: str) -> None:
+        with self.lock:
+            self.error_messages[message[:160]] += 1
+
+    def disconnected(self) -> None:
+        with self.lock:
+            if self.down == 0:
+                self.outages.append([time.time(), 0.0])
+            self.down += 1
+
+    def reconnected(self) -> None:
+        with self.lock:
+            self.down -= 1
+            self.reconnects += 1
+            if self.down == 0:
+                self.outages[-1][1] = time.time()
 
 
-def _terminal_loop(task: WorkerTask, term, session, st: _WorkerState) -> None:
+def describe(exc: BaseException) -> str:
+    errno = getattr(exc, "errno", None)
+    msg = getattr(exc, "msg", None) or str(exc)
+    return f"{errno} {msg}" if errno else msg
+
+
+def execute(session: Session, mod, x, procedures: bool):
+    """One attempt of one transaction; returns its output row (procedure result set or statements' tuple)."""
+    if procedures:
+        return session.call(mod.call_sql(x))
+    return mod.run_statements(session, x)
+
+
+def run_transaction(session: Session, mod, x, procedures: bool, max_retries: int,
+                    record: Callable[[str, float, str], None], stop: threading.Event | None = None
+                    ) -> tuple[str, str | None]:
+    """Run one transaction to its end and record it; return (outcome, error message or None).
+
+    Outcomes: commit, rollback (New-Order's unused item), error, or lost (the
+    connection is gone; recorded as an error).  A deadlock or lock-wait timeout
+    is retried with the same input up to ``max_retries`` times, each retry counted
+    as it happens; when they run out the transaction is an error.  The latency
+    recorded for the final outcome runs from the first attempt.
+    """
+    op = mod.OP
+    perf = time.perf_counter
+    t0 = perf()
+    retries = 0
+    while True:
+        message = None
+        try:
+            execute(session, mod, x, procedures)
+            outcome = "commit"
+        except Rollback:
+            outcome = "rollback"
+        except Exception as exc:  # classified below; nothing is swallowed
+            outcome = classify(exc)
+            message = None if outcome == "rollback" else describe(exc)
+            if outcome == "lost":
+                record(op, perf() - t0, "error")
+                return "lost", message
+            if not procedures:
+                try:
+                    session.rollback()
+                except Exception:  # the connection may be broken; the next statement will tell
+                    pass
+        if outcome != "retry":
+            record(op, perf() - t0, outcome)
+            return outcome, message
+        if retries >= max_retries:
+            record(op, perf() - t0, "error")
+            return "error", f"retries exhausted ({retries}): {message}"
+        retries += 1
+        record(op, 0.0, "retry")
+        if stop is not None and stop.is_set():
+            return "abandoned", None  # the run ended while this one was being retried (after the window)
+
+
+def _reconnect(task: WorkerTask, st: _WorkerState) -> Session | None:
+    """A new session after the server went away, with backoff; None if the run must end."""
+    st.disconnected()
+    started = time.monotonic()
+    delay = RECONNECT_FIRST_DELAY
+    while not st.stop.is_set():
+        try:
+            session = Session(task.spec, autocommit=task.mode == "procedures")
+        except Exception as exc:
+            if classify(exc) != "lost":
+                st.lost.append(f"reconnecting failed: {describe(exc)}")
+                st.stop.set()
+                return None
+            if time.monotonic() - started > task.outage_limit:
+                st.lost.append(f"the server stayed away for more than {task.outage_limit:g} s "
+                               f"({describe(exc)})")
+                st.stop.set()
+                return None
+            st.stop.wait(delay)
+            delay = min(delay * 2, RECONNECT_MAX_DELAY)
+            continue
+        st.reconnected()
+        return session
+    return None
+
+
+def _terminal_loop(task: WorkerTask, term, session: Session, st: _WorkerState) -> None:
     procedures = task.mode == "procedures"
     think = task.keying_and_think
-    deck = mix.Deck(term.rng)
-
-    record, lock, stop = st.m.record, st.lock, st.stop
-    perf = time.perf_counter
-    while not stop.is_set():
-        op = deck.draw()
-        mod = MODULES[op]
-        x = mod.make_input(term)
-        if think and stop.wait(mix.keying_seconds(op)):
-            return
-        for _attempt in range(MAX_RETRIES):
-            t = perf()
-            try:
-                if procedures:
-                    session.call(mod.call_sql(x))
-                else:
-                    mod.run_statements(session, x)
-                outcome = "commit"
-            except Rollback:
-                outcome = "rollback"
-            except Exception as exc:  # classified below; nothing is swallowed
-                outcome = classify(exc)
-                if outcome == "lost":
-                    with lock:
-                        record(op, perf() - t, "error")
-                    st.lost.append(f"{getattr(exc, 'errno', '')} {getattr(exc, 'msg', exc)}".strip())
-                    stop.set()
+    deck = mix.Deck(term.rng, mix.deck_mix(task.deck))
+    stop = st.stop
+    try:
+        while not stop.is_set():
+            op = deck.draw()
+            mod = MODULES[op]
+            x = mod.make_input(term)
+            if think and stop.wait(mix.keying_seconds(op)):
+                return
+            outcome, message = run_transaction(session, mod, x, procedures, task.max_retries, st.record, stop)
+            if message:
+                st.note_error(message)
+            if outcome == "lost":
+                session.close()
+                session = _reconnect(task, st)
+                if session is None:
                     return
-                if not procedures:
-                    try:
-                        session.rollback()
-                    except Exception:  # the connection may be broken; the next statement will tell
-                        pass
-            dt = perf() - t
-            with lock:
-                record(op, dt, outcome)
-            if outcome != "retry" or stop.is_set():
-                break
-        if think and stop.wait(mix.think_seconds(op, term.rng)):
-            return
+            if think and stop.wait(mix.think_seconds(op, term.rng)):
+                return
+    finally:
+        if session is not None:
+            session.close()
 
 
 def _sleep_until(deadline: float, abort: Any, st: _WorkerState) -> None:
-    """Sleep until the monotonic deadline, waking early if the parent aborts or a terminal lost the server."""
+    """Sleep until the monotonic deadline, waking early if the parent aborts or the run must end."""
     while not (abort.is_set() or st.lost):
         left = deadline - time.monotonic()
         if left <= 0:
@@ -293,6 +407,7 @@ def worker_main(task: WorkerTask, out: Any, go: Any, abort: Any, t0: Any) -> Non
             term.w_id, term.d_id = home_of(c, *task.home_warehouses)
         th = threading.Thread(target=_terminal_loop, args=(task, term, s, st), daemon=True, name=f"terminal-{c}")
         threads.append(th)
+    sessions.clear()  # each terminal thread owns (and closes) its session from here on
     delay = start - time.monotonic()
     if delay > 0:
         time.sleep(delay)
@@ -320,19 +435,30 @@ def worker_main(task: WorkerTask, out: Any, go: Any, abort: Any, t0: Any) -> Non
     if st.lost:
         out.put(("lost", task.worker, st.lost[0], final))
         final = None  # the parent merges it from the "lost" message
-    for s in sessions:
-        s.close()
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    out.put(("done", task.worker, {"cpu_seconds": ru.ru_utime + ru.ru_stime, "max_rss_bytes": ru.ru_maxrss * 1024,
-                                   "pid": os.getpid(), "final": final}))
+    with st.lock:
+        if st.outages and not st.outages[-1][1]:
+            st.outages[-1][1] = time.time()  # still down at the end
+        info = {"cpu_seconds": ru.ru_utime + ru.ru_stime, "max_rss_bytes": ru.ru_maxrss * 1024,
+                "pid": os.getpid(), "final": final, "error_messages": dict(st.error_messages),
+                "reconnects": st.reconnects, "outages": st.outages}
+    out.put(("done", task.worker, info))
 
 
 # ---------------------------------------------------------------------------
 # Parent
 
 
-def _server_counters(spec, db: str) -> tuple[int, int] | None:
-    """(sum of D_NEXT_O_ID, Com_commit + Com_rollback), or None if the server cannot be reached."""
+@dataclass(frozen=True)
+class ServerCounters:
+    orders: int  # sum of D_NEXT_O_ID
+    transactions: int  # Com_commit + Com_rollback
+    uptime: int  # seconds since the server started
+    read_at: float  # monotonic
+
+
+def _server_counters(spec, db: str) -> ServerCounters | None:
+    """The server-side counters NOPM and TPM come from, or None if the server cannot be reached."""
     try:
         conn = spec.with_database(None).connect()
     except Exception:
@@ -343,7 +469,8 @@ def _server_counters(spec, db: str) -> tuple[int, int] | None:
         orders = int(cur.fetchone()[0] or 0)
         st = _status(cur)
         cur.close()
-        return orders, st.get("Com_commit", 0) + st.get("Com_rollback", 0)
+        return ServerCounters(orders, st.get("Com_commit", 0) + st.get("Com_rollback", 0), st.get("Uptime", 0),
+                              time.monotonic())
     except Exception:
         return None
     finally:
@@ -378,7 +505,9 @@ class _Run:
                               warehouses=self.plan.warehouses, constants=constants, warmup=self.plan.warmup,
                               duration=self.plan.duration, interval=self.plan.interval,
                               keying_and_think=self.plan.keying_and_think, seed=rng.randrange(1 << 62),
-                              home_warehouses=self.plan.home_warehouses)
+                              home_warehouses=self.plan.home_warehouses,
+                              deck=self.plan.deck, max_retries=self.plan.max_retries,
+                              outage_limit=self.plan.outage_limit)
             p = self.ctx.Process(target=worker_main, args=(task, self.out, self.go, self.abort, self.t0),
                                  name=f"innotier-tpcc-worker-{k}", daemon=True)
             p.start()
@@ -451,8 +580,8 @@ class _Run:
             if kind == "tick":
                 pending.setdefault(msg[2], {})[msg[1]] = msg[3]
             elif kind == "lost":
-                self.failure = (f"the server went away during the run ({msg[2]}); the result holds the "
-                                "measurements up to that point")
+                self.failure = (f"the server went away during the run and did not come back: {msg[2]}; the result "
+                                "holds the measurements up to that point")
                 m.merge(msg[3], measured=m.phase == "measure")
                 break
             elif kind == "done":
@@ -513,13 +642,19 @@ class _Run:
             self.m.merge(final, measured=False)
         self.worker_info[msg[1]] = info
 
-    def result(self, start: tuple[int, int] | None, end: tuple[int, int] | None) -> RunResult:
+    def result(self, start: ServerCounters | None, end: ServerCounters | None) -> RunResult:
         plan, m = self.plan, self.m
         secs = m.measured_seconds
         nopm = tpm = None
+        notes = []
         if start and end and secs > 0:
-            nopm = round((end[0] - start[0]) * 60.0 / secs, 1)
-            tpm = round((end[1] - start[1]) * 60.0 / secs, 1)
+            nopm = round((end.orders - start.orders) * 60.0 / secs, 1)
+            if end.uptime + 2 >= start.uptime + (end.read_at - start.read_at):
+                tpm = round((end.transactions - start.transactions) * 60.0 / secs, 1)
+            else:
+                notes.append("TPM unknown: the server restarted inside the window (its counters restarted at 0)")
+        elif secs > 0:
+            notes.append("NOPM and TPM unknown: the server could not be read at the start or end of the window")
         ru_self = resource.getrusage(resource.RUSAGE_SELF)
         worker_cpu = sum(w.get("cpu_seconds", 0.0) for w in self.worker_info.values())
         worker_rss = sum(w.get("max_rss_bytes", 0) for w in self.worker_info.values())
@@ -536,8 +671,17 @@ class _Run:
             # histograms, every attempt from connect to disconnect, the server counters at the window's ends
             "histograms": {op: h.to_dict() for op, h in m.total.items() if h.count},
             "all_counts": {op: dict(v) for op, v in m.all_counts.items()},
-            "server_counters": {"start": list(start) if start else None, "end": list(end) if end else None},
+            "server_counters": {"start": [start.orders, start.transactions] if start else None,
+                                "end": [end.orders, end.transactions] if end else None},
             "measure_started": m.measure_started,
+            "deck": mix.DECK_DESCRIPTIONS[plan.deck],
+            "realized_mix": mix.realized_mix(m.counts),
+            "new_order_lines": new_order.LINE_ORDER,
+            "max_retries": plan.max_retries,
+            "error_messages": self._error_messages(),
+            "reconnects": sum(w.get("reconnects", 0) for w in self.worker_info.values()),
+            "outages": self._outages(),
+            "notes": notes,
         }
         if getattr(m, "interval_histograms", None) is not None:
             extra["interval_histograms"] = m.interval_histograms
@@ -549,6 +693,23 @@ class _Run:
             m, driver="builtin", mode=plan.mode, warehouses=plan.warehouses, clients=plan.clients,
             warmup_seconds=plan.warmup, nopm=nopm, tpm=tpm, complete=self.failure is None,
             failure=self.failure, extra=extra)
+
+    def _error_messages(self) -> dict[str, int]:
+        total: Counter = Counter()
+        for w in self.worker_info.values():
+            total.update(w.get("error_messages", {}))
+        return dict(total.most_common(20))
+
+    def _outages(self) -> list[dict[str, float]]:
+        """The windows (wall clock) in which at least one terminal had no connection, merged across workers."""
+        spans = sorted(tuple(o) for w in self.worker_info.values() for o in w.get("outages", []))
+        merged: list[list[float]] = []
+        for a, b in spans:
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        return [{"start": round(a, 3), "end": round(b, 3), "seconds": round(b - a, 3)} for a, b in merged]
 
     def stop(self) -> None:
         self.abort.set()

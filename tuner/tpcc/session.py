@@ -88,6 +88,25 @@ class Session:
                 break
             low.next_result()
 
+    def call_rows(self, sql: bytes) -> list[list[tuple]]:
+        """Run a CALL and return the rows of every result set it produced (the transaction's output)."""
+        low = self.low
+        low.query(sql)
+        sets: list[list[tuple]] = []
+        while True:
+            if low.have_result_set:
+                rows = []
+                row = low.fetch_row()
+                while row is not None:
+                    rows.append(row)
+                    row = low.fetch_row()
+                low.free_result()
+                sets.append(rows)
+            if not low.more_results():
+                break
+            low.next_result()
+        return sets
+
     def commit(self) -> None:
         self.low.commit()
 

@@ -6,6 +6,9 @@ Inputs (2.8.1.2): the terminal's own warehouse and district (fixed per terminal,
 Database work (2.8.2.2): read D_NEXT_O_ID; count the distinct items of the
 order lines of the last 20 orders (O_ID from D_NEXT_O_ID-20 to D_NEXT_O_ID-1)
 whose stock in the home warehouse is below the threshold.
+
+Output (2.8.3.3), one row in both modes: W_ID, D_ID, the threshold and the
+low-stock count.
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ BEGIN
   {T.procedure(SELECT_NEXT_O_ID, _VARS, ("v_next_o_id",))};
   {T.procedure(COUNT_LOW_STOCK, _VARS, ("v_low_stock",))};
   COMMIT;
+  SELECT p_w_id, p_d_id, p_threshold, v_low_stock;
 END"""
+
+OUTPUT_FIELDS = ("w_id", "d_id", "threshold", "low_stock")
 
 _C_NEXT = T.client(SELECT_NEXT_O_ID)
 _C_COUNT = T.client(COUNT_LOW_STOCK)
@@ -57,8 +63,10 @@ def call_sql(x: StockLevelInput) -> bytes:
     return f"CALL {PROCEDURE}({x.w_id},{x.d_id},{x.threshold})".encode()
 
 
-def run_statements(s: Session, x: StockLevelInput) -> None:
+def run_statements(s: Session, x: StockLevelInput) -> tuple:
+    """The procedure's statements, prepared on the client; returns the output row (OUTPUT_FIELDS)."""
     w, d = x.w_id, x.d_id
     next_o_id = s.rows(_C_NEXT.sql, w, d)[0][0]
-    s.rows(_C_COUNT.sql, w, d, next_o_id, next_o_id, w, x.threshold)
+    low = s.rows(_C_COUNT.sql, w, d, next_o_id, next_o_id, w, x.threshold)[0][0]
     s.commit()
+    return (w, d, x.threshold, low)

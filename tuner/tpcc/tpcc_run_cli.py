@@ -10,7 +10,7 @@ from typing import Any
 from tuner.core.cliutil import add_connection_args, connection_from_args, parse_key_values, print_json
 from tuner.core.errors import UsageError
 from tuner.core.measure import Measurement, OPS
-from tuner.tpcc.config import MODES, RunConfig
+from tuner.tpcc.config import DECKS, MODES, RunConfig
 from tuner.tpcc import adapters, driver
 from tuner.core.durable import write_json_atomic
 from tuner.tpcc.shard import Shard, ShardMeasurement, parse_start_at
@@ -35,6 +35,15 @@ def register(sub) -> None:
     p.add_argument("--tool-path", metavar="P", help="the external driver's program or directory")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="client processes of the built-in driver (default: one per core)")
+    p.add_argument("--deck", choices=DECKS, default="23",
+                   help="the transaction mix: 23 = TPC-C 5.2.4.2's deck 10/10/1/1/1 (default, as HammerDB); "
+                        "100 = 45/43/4/4/4 (go-tpc's weights, about 3.5%% more New-Orders; the result says so)")
+    p.add_argument("--max-retries", type=int, default=100, metavar="N",
+                   help="retries of a deadlocked or lock-wait-timed-out transaction before it is an error "
+                        "(default 100)")
+    p.add_argument("--outage-limit", type=float, default=60.0, metavar="S",
+                   help="if the server goes away, reconnect for up to S seconds and go on (the transactions "
+                        "in flight count as errors); longer, and the run ends with a failure (default 60)")
     p.add_argument("--keying-and-think", action="store_true",
                    help="use TPC-C keying and think times (off by default, as the peers)")
     p.add_argument("--metrics-listen", metavar="HOST:PORT",
@@ -56,7 +65,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     cfg = RunConfig(clients=args.clients, warmup=args.warmup, duration=args.duration, mode=args.mode,
                     interval=args.interval, warehouses=args.warehouses, database=args.database or "tpcc",
                     keying_and_think=args.keying_and_think, driver=args.driver, tool_path=args.tool_path,
-                    workers=args.workers, labels=parse_key_values(args.label, "--label"))
+                    workers=args.workers, labels=parse_key_values(args.label, "--label"), deck=args.deck,
+                    max_retries=args.max_retries, outage_limit=args.outage_limit)
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers} is not valid; give 1 or more")
     if args.start_at and not args.shard:
@@ -179,6 +189,18 @@ def print_result(r) -> None:
                       *[num(lat.get(k), "{:.2f}") for k in ("p50", "p90", "p95", "p99", "max")])
     console.print(table)
     extra = r.extra or {}
+    if extra.get("deck"):
+        realized = extra.get("realized_mix") or {}
+        console.print(f"deck: {extra['deck']}; realized mix: "
+                      + ", ".join(f"{op} {realized.get(op, 0):.1f}%" for op in OPS))
+    if extra.get("reconnects") or extra.get("outages"):
+        down = sum(o["seconds"] for o in extra.get("outages", []))
+        console.print(f"server away: {len(extra.get('outages', []))} outage(s), {down:.1f} s; "
+                      f"{extra.get('reconnects', 0)} reconnects; {r.errors} transactions failed")
+    for msg, n in list((extra.get("error_messages") or {}).items())[:5]:
+        console.print(f"error x{n}: {msg}")
+    for note in extra.get("notes", []):
+        console.print(f"note: {note}")
     if "client_cpu_seconds" in extra:
         console.print(f"client: {extra.get('workers')} worker processes, {extra['client_cpu_seconds']:.1f} CPU-s, "
                       f"peak RSS {extra.get('client_rss_bytes', 0) / 2**20:,.0f} MiB")

@@ -19,19 +19,25 @@ MODULES = procedures.MODULES
 # The mix (TPC-C 5.2.3, 5.2.4.2)
 
 
-def test_mix_table_is_valid_and_deck_holds_the_exact_mix():
-    assert sum(e.weight for e in mix.MIX) == 100
+def test_default_deck_is_the_specs_23_cards_and_holds_the_exact_mix():
+    assert mix.MIX is mix.DECKS["23"] and mix.DEFAULT_DECK == "23"
     deck = mix.Deck(random.Random(1))
-    draws = Counter(deck.draw() for _ in range(1000))  # ten full decks
+    draws = Counter(deck.draw() for _ in range(230))  # ten full decks
+    assert draws == {"new_order": 100, "payment": 100, "order_status": 10, "delivery": 10, "stock_level": 10}
+    deck100 = mix.Deck(random.Random(1), mix.deck_mix("100"))
+    draws = Counter(deck100.draw() for _ in range(1000))
     assert draws == {"new_order": 450, "payment": 430, "order_status": 40, "delivery": 40, "stock_level": 40}
+    assert "not the spec" in mix.DECK_DESCRIPTIONS["100"]
+    with pytest.raises(ValueError, match="unknown deck"):
+        mix.deck_mix("45")
 
 
 def test_mix_validation_rejects_bad_tables():
-    bad_sum = tuple(mix.MixEntry(e.op, e.weight + (1 if e.op == "new_order" else 0), e.min_share, e.keying_s,
-                                 e.think_mean_s) for e in mix.MIX)
-    with pytest.raises(ValueError, match="sum to 101"):
-        mix.validate_mix(bad_sum)
-    below = tuple(mix.MixEntry(e.op, {"payment": 40, "new_order": 48}.get(e.op, e.weight), e.min_share,
+    no_cards = tuple(mix.MixEntry(e.op, 0 if e.op == "delivery" else e.weight, e.min_share, e.keying_s,
+                                  e.think_mean_s) for e in mix.MIX)
+    with pytest.raises(ValueError, match="at least one card"):
+        mix.validate_mix(no_cards)
+    below = tuple(mix.MixEntry(e.op, {"payment": 9, "new_order": 11}.get(e.op, e.weight), e.min_share,
                                e.keying_s, e.think_mean_s) for e in mix.MIX)
     with pytest.raises(ValueError, match="5.2.3 minimum"):
         mix.validate_mix(below)
@@ -64,7 +70,6 @@ def test_new_order_inputs():
         assert 1 <= x.d_id <= 10 and 1 <= x.c_id <= 3000 and x.w_id == t.w_id
         valid = lines[:-1] if x.rollback else lines
         assert len({i for i, _, _ in valid}) == len(valid)  # distinct items
-        assert [(w, i) for i, w, _ in valid] == sorted((w, i) for i, w, _ in valid)  # lock order
         assert all(1 <= q <= 10 for _, _, q in lines)
         if x.rollback:
             rollbacks += 1
@@ -117,15 +122,17 @@ def test_customers_spread_over_warehouses():
 
 def test_client_statement_parameter_order():
     # run_statements binds positionally; these pin the order against template edits
-    assert new_order._C_CUSTOMER.params == ("w_id", "w_id", "d_id", "w_id", "d_id", "c_id")
+    assert new_order._C_CUSTOMER.params == ("lines", "w_id", "w_id", "d_id", "w_id", "d_id", "c_id")
+    assert new_order._C_DISPLAY.params == ("sorted",)
     assert new_order._C_NEXT_ORDER_ID.params == ("w_id", "d_id")
-    assert new_order._C_STOCK.params == ("lines", "w_id")
-    assert new_order._C_LINES.params == ("o_id", "d_id", "w_id", "d_id", "lines")
-    assert new_order._C_ORDER.params == ("o_id", "d_id", "w_id", "c_id", "ol_cnt", "all_local")
+    assert new_order._C_STOCK.params == ("sorted", "w_id")
+    assert new_order._C_LINES.params == ("o_id", "d_id", "w_id", "d_id", "sorted")
+    assert new_order._C_ORDER.params == ("o_id", "d_id", "w_id", "c_id", "entry_d", "ol_cnt", "all_local")
     assert payment._C_UPD_CUSTOMER.params == ("h_amount", "h_amount", "c_id", "c_d_id", "c_w_id", "d_id", "w_id",
                                               "h_amount", "c_w_id", "c_d_id", "c_id")
     assert payment._C_WAREHOUSE_DISTRICT.params == ("w_id", "w_id", "d_id")
-    assert payment._C_HISTORY.params == ("c_id", "c_d_id", "c_w_id", "d_id", "w_id", "h_amount", "w_name", "d_name")
+    assert payment._C_HISTORY.params == ("c_id", "c_d_id", "c_w_id", "d_id", "w_id", "h_date", "h_amount", "w_name",
+                                         "d_name")
     assert stock_level._C_COUNT.params == ("w_id", "d_id", "next_o_id", "next_o_id", "w_id", "threshold")
     assert delivery._C_UPD_CUSTOMER.params == ("total", "w_id", "d_id", "c_id")
     assert delivery._C_UPD_ORDER.params == ("carrier_id", "w_id", "d_id", "o_id")

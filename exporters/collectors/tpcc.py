@@ -63,7 +63,8 @@ class TpccCollector(SourceCollector):
         self._observe(counts)
 
     def _observe(self, counts: dict[str, dict[str, int]]) -> None:
-        self._tpmc.observe(counts.get("new_order", {}).get("commit", 0))
+        no = counts.get("new_order", {})
+        self._tpmc.observe(no.get("commit", 0) + no.get("rollback", 0))  # completed New-Orders (TPC-C 5.4.1)
         self._tpm.observe(sum(v.get("commit", 0) for v in counts.values()))
 
     def collect_families(self) -> Iterable[Metric]:
@@ -93,7 +94,7 @@ class TpccCollector(SourceCollector):
             hist.add_metric([d, op], buckets, h.sum)
         yield hist
 
-        for name, rate, what in ((TPMC, self._tpmc, "New-Order commits"), (TPM, self._tpm, "committed transactions")):
+        for name, rate, what in ((TPMC, self._tpmc, "completed (committed + rolled-back) New-Orders"), (TPM, self._tpm, "committed transactions")):
             value = rate.per_minute()
             if value is not None:
                 g = GaugeMetricFamily(name, f"{what} per minute over the last {rate.window:g} s (for simple "

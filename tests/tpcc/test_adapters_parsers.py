@@ -1,10 +1,12 @@
-"""The peer adapters' parsers on the recorded real consoles in ../shared/fixtures/peer-output.
+"""The peer adapters' parsers on the recorded real consoles in tests/fixtures/recorded/peer-output.
 
 Every expected value below is printed in the fixture file (see its README.txt for
 the commands that produced them) or derived from printed values as noted.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -13,9 +15,12 @@ from tuner.tpcc import adapters
 from tuner.tpcc.adapters import go_tpc, hammerdb, sysbench_tpcc, tpcc_mysql
 
 
+RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "recorded" / "peer-output"
+
+
 @pytest.fixture(scope="module")
-def peer_output(fixtures_dir):
-    d = fixtures_dir / "peer-output"
+def peer_output():
+    d = RECORDED
 
     def read(name: str) -> str:
         return (d / name).read_text()
@@ -38,14 +43,35 @@ def test_hammerdb_test_result_and_time_profile(peer_output):
     assert r.warmup_seconds == 18.0  # "rampup time of 0.3 minutes"
     assert r.measured_seconds == 60.0  # "Timing test period of 1 in minutes"
     assert r.complete and r.failure is None and r.errors == 0
+    # counts: half the printed "calls" (xtprof appends each sample list twice; see the next test)
     assert r.latency_ms["new_order"] == {"p50": 4.362, "p95": 8.691, "p99": 11.89, "min": 0.583, "avg": 4.73,
-                                         "max": 92.716, "count": 122182}
-    assert r.latency_ms["payment"]["p95"] == 7.529 and r.latency_ms["payment"]["count"] == 121528
+                                         "max": 92.716, "count": 122182 // 2}
+    assert r.latency_ms["payment"]["p95"] == 7.529 and r.latency_ms["payment"]["count"] == 121528 // 2
     assert r.latency_ms["delivery"]["p99"] == 19.952 and r.latency_ms["delivery"]["max"] == 88.979
-    assert r.latency_ms["stock_level"]["p50"] == 2.722 and r.latency_ms["stock_level"]["count"] == 12414
-    assert r.latency_ms["order_status"]["p99"] == 6.461 and r.latency_ms["order_status"]["count"] == 12156
+    assert r.latency_ms["stock_level"]["p50"] == 2.722 and r.latency_ms["stock_level"]["count"] == 12414 // 2
+    assert r.latency_ms["order_status"]["p99"] == 6.461 and r.latency_ms["order_status"]["count"] == 12156 // 2
     assert set(r.latency_ms) == {"new_order", "payment", "delivery", "stock_level", "order_status"}
-    assert "ramp-up" in r.extra["latency_scope"]
+    assert "ramp-up" in r.extra["latency_scope"] and "halved" in r.extra["latency_scope"]
+
+
+def test_hammerdb_profile_counts_every_call_twice(peer_output):
+    """The evidence for halving: the profile's time shares sum to 198%, and the halved New-Order calls
+    over the profile's elapsed time match the NOPM the server counted."""
+    timing = hammerdb._timing_json(peer_output("hammerdb-run-c8.txt"))
+    share = sum(float(t["ratio_pct"]) for t in timing.values())
+    assert 197 < share < 199
+    calls = int(timing["NEWORD"]["calls"]) // 2
+    per_minute = calls * 60000 / float(timing["NEWORD"]["elapsed_ms"])  # ramp-up and run: 77.6 s
+    assert per_minute == pytest.approx(44305, rel=0.10)  # "System achieved 44305 NOPM"
+
+
+def test_hammerdb_counts_deadlocks_and_lock_wait_timeouts_as_errors(peer_output):
+    # The server's messages as a virtual user prints them (they do not contain the word "error").
+    text = peer_output("hammerdb-run-c8.txt").replace(
+        "Vuser 1:Rampup complete", "Vuser 3:Deadlock found when trying to get lock; try restarting transaction\n"
+        "Vuser 5:Lock wait timeout exceeded; try restarting transaction\n"
+        "Vuser 6:Error in Virtual User 6: mysqlexec/db server: Duplicate entry\nVuser 1:Rampup complete")
+    assert hammerdb.parse_output(text).errors == 3
 
 
 def test_hammerdb_fractional_result_line():
@@ -194,7 +220,10 @@ def test_go_tpc_summary(peer_output):
     assert r.counts["new_order"] == {"commit": 28139, "rollback": 0, "retry": 0, "error": 3}
     assert r.counts["delivery"]["error"] == 2 and r.counts["payment"]["error"] == 2
     assert r.counts["order_status"]["error"] == 0 and r.counts["stock_level"]["error"] == 0
-    assert r.errors == 7
+    # ... but all 7 are the transactions the workers were inside at the --time deadline (7 "stopped due to
+    # timeout: exec ... failed context deadline exceeded" lines; the 8th stopped between transactions)
+    assert r.extra["err_rows"] == 7 and r.extra["deadline_err_rows"] == 7
+    assert r.errors == 0
     assert r.complete
 
 

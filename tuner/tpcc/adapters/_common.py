@@ -19,6 +19,7 @@ import contextlib
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -430,3 +431,33 @@ def attach_server_counters(result, server: dict[str, float] | None, source: str)
         result.nopm, result.tpm = server["nopm"], server["tpm"]
         result.extra["server_window_seconds"] = server["window_seconds"]
         result.extra["nopm_tpm_source"] = f"server counters sampled {source} (HammerDB's definitions)"
+
+
+def command_line(out: ToolOutput) -> str:
+    """The peer's exact command line as run, credentials already masked (``run_tool`` redacts argv)."""
+    return " ".join(shlex.quote(a) for a in out.argv)
+
+
+def record_commands(result, runs: list[tuple[str, ToolOutput | None]], settings: dict,
+                    scripts: dict[str, str] | None = None) -> None:
+    """Put on a peer's result what was run, exactly (masked), and with which settings.
+
+    ``runs``: (phase, output) pairs in order (warm-up, measured); ``scripts``:
+    input files the peer read (HammerDB's Tcl), masked by the caller.
+    """
+    result.extra["commands"] = [{"phase": phase, "command": command_line(out), "exit_code": out.returncode,
+                                 "seconds": round(out.seconds, 1)} for phase, out in runs if out is not None]
+    if scripts:
+        result.extra["scripts"] = scripts
+    result.extra["settings"] = settings
+
+
+def run_settings(cfg, warehouses: int, where: Endpoint | None = None, **tool_specific) -> dict:
+    """The settings a peer ran with, in one shape for every adapter."""
+    out = {"clients": cfg.clients, "warehouses": warehouses, "warmup_seconds": cfg.warmup,
+           "duration_seconds": cfg.duration, "interval_seconds": cfg.interval,
+           "keying_and_think": cfg.keying_and_think, "database": cfg.database}
+    if where is not None:
+        out["endpoint"] = f"{where.host}:{where.port} (TCP)"
+    out.update(tool_specific)
+    return out

@@ -13,9 +13,17 @@ Output (the peer-output fixture's README): every interval prints one "[Current]
 <TYPE> - Takes(s): ..., Count: ..., TPM: ..., Sum(ms):, Avg(ms):, 50th(ms):,
 90th(ms):, 95th(ms):, 99th(ms):, 99.9th(ms):, Max(ms):" line per type;
 failures go to <TYPE>_ERR lines; the end prints "[Summary]" lines and "tpmC: X,
-tpmTotal: Y, efficiency: Z%" (tpmTotal excludes the _ERR rows).  The "run worker
-N stopped due to timeout ... context deadline exceeded" lines at the deadline are
-normal, not errors.  NOPM and TPM come from the server's counters (HammerDB's
+tpmTotal: Y, efficiency: Z%" (tpmTotal excludes the _ERR rows).
+
+Errors: without ``--ignore-error`` a worker that meets a real error (a deadlock,
+a lock-wait timeout) stops for the rest of the run and the run goes on with fewer
+clients, unnoticed; so runs pass ``--ignore-error`` (the worker records the
+failure as ``<TYPE>_ERR`` and goes on).  At the ``--time`` deadline each worker
+that was inside a transaction prints "run worker N stopped due to timeout: exec
+... failed context deadline exceeded" and records that transaction as an _ERR
+too: those are the end of the run, not errors, so ``errors`` is the _ERR count
+minus the deadline lines (per-type counts keep go-tpc's _ERR rows as printed; the
+deadline count is in ``extra``).  NOPM and TPM come from the server's counters (HammerDB's
 definitions) sampled around the measured process.
 """
 
@@ -47,6 +55,8 @@ LINE_RE = re.compile(
     rf"99\.9th\(ms\): {NUM}, Max\(ms\): {NUM}", re.M)
 FINAL_RE = re.compile(rf"tpmC: {NUM}, tpmTotal: {NUM}, efficiency: {NUM}%")
 FINISHED = "Finished"
+# A worker interrupted at the --time deadline inside a transaction (the "after N iterations" form is not).
+DEADLINE_RE = re.compile(r"run worker \d+ stopped due to timeout: ")
 
 
 # ---------------------------------------------------------------------------
@@ -107,12 +117,16 @@ def parse_output(text: str) -> RunResult:
     extra: dict = {}
     if final:
         extra.update({"tpm_total": float(final.group(2)), "efficiency_pct": float(final.group(3))})
+    err_rows = sum(c["error"] for c in counts.values())
+    deadline = len(DEADLINE_RE.findall(text))
+    extra["err_rows"] = err_rows
+    extra["deadline_err_rows"] = min(deadline, err_rows)
     return RunResult(
         driver=name, mode=MODE, warehouses=None, clients=None, warmup_seconds=None, measured_seconds=measured,
         tpmc=float(final.group(1)) if final else None,
         tps=round(float(final.group(2)) / 60.0, 2) if final else None,
         counts=counts, latency_ms=latency, timeline=_timeline(current),
-        errors=sum(c["error"] for c in counts.values()),
+        errors=max(0, err_rows - deadline),
         complete=failure is None, failure=failure, extra=extra)
 
 
@@ -153,6 +167,7 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     """A warm-up run (--time warm-up) then the measured run (--time duration --interval interval)."""
     binary, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "go-tpc", find_tool)
     wait = ["--wait"] if cfg.keying_and_think else []
+    keep_going = ["--ignore-error"]  # a failing worker records <TYPE>_ERR and goes on, instead of stopping
     window = common.CounterWindow(spec, cfg.database, DISTRICT_TABLE)
 
     def watch(line: str) -> None:
@@ -164,14 +179,14 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
         with common.bench_account(spec, cfg.database) as account:
             base = _base_argv(binary, account, cfg.database, loaded, cfg.clients)
             if cfg.warmup > 0:
-                warm = common.run_tool(base + ["--time", f"{cfg.warmup:g}s", "--interval", f"{cfg.interval:g}s",
-                                               "run"] + wait,
+                warm = common.run_tool(base + keep_going + ["--time", f"{cfg.warmup:g}s", "--interval",
+                                                            f"{cfg.interval:g}s", "run"] + wait,
                                        timeout=cfg.warmup + 120 + cfg.clients, secrets_=(account.password,),
                                        on_line=on_line)
                 common.check_ran(warm, "go-tpc warm-up run")
             window.start()
-            out = common.run_tool(base + ["--time", f"{cfg.duration:g}s", "--interval", f"{cfg.interval:g}s",
-                                          "run"] + wait,
+            out = common.run_tool(base + keep_going + ["--time", f"{cfg.duration:g}s", "--interval",
+                                                       f"{cfg.interval:g}s", "run"] + wait,
                                   timeout=cfg.duration + 120 + cfg.clients, secrets_=(account.password,),
                                   on_line=on_line, watch=watch)
             window.stop()
@@ -187,6 +202,9 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     if warm is not None:
         result.extra["warmup_tpmc"] = parse_output(warm.text).tpmc
     common.attach_server_counters(result, server, "from the measured process's start to its 'Finished' line")
+    common.record_commands(result, [("warm-up", warm), ("measured", out)],
+                           common.run_settings(cfg, loaded, common.endpoint(spec), ignore_error=True,
+                                               weights="go-tpc default 45,43,4,4,4"))
     result.extra["tool"] = binary
     if cfg.mode != MODE:
         result.extra["note"] = f"go-tpc runs client-side prepared statements; --mode {cfg.mode} does not apply"

@@ -17,8 +17,19 @@ NOPM = growth of sum(d_next_o_id) per minute; TPM = growth of Com_commit +
 Com_rollback per minute (server-wide), over the timed window after the ramp-up.
 With ``mysql_timeprofile true``, ``jobs ID timing`` prints per stored-procedure
 times in ms (p50/p95/p99/min/avg/max, calls); these cover all virtual users for
-the whole run, ramp-up included (the peer-output fixture's README).  HammerDB
-prints no client-side New-Order count, so ``tpmc`` stays None: use ``nopm``.
+the whole run, ramp-up included (the peer-output fixture's README).  So the
+warm-up is a separate HammerDB run (ramp-up 0, duration = the warm-up) and the
+measured run has no ramp-up: its profile covers the measured minutes only.
+HammerDB 4.12's xtprof appends each virtual user's sample list twice when it
+gathers them, so ``calls`` is twice the real count (the recorded fixture's
+``ratio_pct`` values sum to 198%): the count is halved; percentiles, min, max and
+average are unchanged by the duplication.  HammerDB prints no client-side
+New-Order count, so ``tpmc`` stays None: use ``nopm``.
+
+Errors: a failing stored procedure prints the server's message on the virtual
+user's line ("Vuser 3:Deadlock found when trying to get lock; ...", "Lock wait
+timeout exceeded; ..."), which need not contain the word "error": all three are
+counted.
 
 Time granularity: the timed driver counts ramp-up and duration in 6-second
 steps and loops ``while {$t != $minutes*60000}``, so a value such as 4.1 minutes
@@ -62,7 +73,9 @@ TEST_RESULT_RE = re.compile(r"TEST RESULT : System achieved (\d+(?:\.\d+)?) NOPM
 VUSERS_RE = re.compile(r"(\d+) Active Virtual Users configured")
 RAMPUP_RE = re.compile(r"Beginning rampup time of ([\d.]+) minutes")
 DURATION_RE = re.compile(r"Timing test period of ([\d.]+) in minutes")
-VUSER_ERROR_RE = re.compile(r"^Vuser \d+:.*\b(?:[Ee]rror|ERROR)\b", re.M)
+VUSER_ERROR_RE = re.compile(r"^Vuser \d+:.*(?:\b(?:[Ee]rror|ERROR)\b|Deadlock found|Lock wait timeout)", re.M)
+# xtprof (HammerDB 4.12) appends every virtual user's samples twice: "calls" counts each call twice.
+XTPROF_DUPLICATION = 2
 FAILED_RE = re.compile(r"^Vuser (\d+):FINISHED FAILED", re.M)
 MISSING_PACKAGE_RE = re.compile(r"can't find package (\S+)")
 LOAD_DONE_RE = re.compile(r"^Vuser 1:\S+ SCHEMA COMPLETE", re.M)  # "<DATABASE> SCHEMA COMPLETE", upper-cased
@@ -95,7 +108,7 @@ def _latency(timing: dict) -> dict[str, dict[str, float]]:
             continue
         row = {ours: float(t[theirs]) for theirs, ours in TIMING_FIELDS.items() if theirs in t}
         if "calls" in t:
-            row["count"] = int(float(t["calls"]))
+            row["count"] = int(float(t["calls"])) // XTPROF_DUPLICATION
         out[op] = row
     return out
 
@@ -118,7 +131,9 @@ def parse_output(text: str) -> RunResult:
     if result:
         extra["tpm_source"] = f"{result.group(3)} Com_commit + Com_rollback (server-wide)"
     if timing:
-        extra["latency_scope"] = "HammerDB time profile: all virtual users, whole run including ramp-up"
+        extra["latency_scope"] = ("HammerDB time profile: all virtual users, the whole HammerDB run (the adapter "
+                                  "runs the warm-up separately, so ramp-up is excluded); calls halved (xtprof "
+                                  "counts each twice)")
     return RunResult(
         driver=name, mode=MODE, warehouses=None,
         clients=int(vusers.group(1)) if vusers else None,
@@ -233,6 +248,10 @@ def write_script(directory: str, script: str) -> str:
     return path
 
 
+def masked_script(script: str, spec: ConnectionSpec) -> str:
+    return common.redact(script, (spec.password or "",))
+
+
 def _run_hammerdb(cli: str, script: str, spec: ConnectionSpec, timeout: float, on_line, watch=None):
     with private_tmp() as tmp:
         path = write_script(tmp, script)
@@ -271,13 +290,30 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
 
 
 def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
-    """Run HammerDB's timed driver with cfg's clients, ramp-up (warm-up) and duration on its loaded schema."""
+    """Run HammerDB's timed driver on its loaded schema: a warm-up run, then the measured run without ramp-up."""
     cli, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "HammerDB", find_tool)
-    rampup = minutes_for(cfg.warmup)
+    rampup = "0"
     duration = minutes_for(cfg.duration, minimum_steps=1)
-    timeout = float(rampup) * 60 + float(duration) * 60 + 180 + cfg.clients
-    out = _run_hammerdb(cli, run_script(spec, cfg, rampup, duration), spec, timeout=timeout, on_line=on_line)
+    warm = None
+    scripts = {}
+    if cfg.warmup > 0:
+        warm_minutes = minutes_for(cfg.warmup, minimum_steps=1)
+        script = run_script(spec, cfg, "0", warm_minutes)
+        scripts["warm-up"] = masked_script(script, spec)
+        warm = _run_hammerdb(cli, script, spec, timeout=float(warm_minutes) * 60 + 180 + cfg.clients,
+                             on_line=on_line)
+        if parse_output(warm.text).nopm is None:
+            common.check_ran(warm, "HammerDB warm-up run", ok=False)
+    script = run_script(spec, cfg, rampup, duration)
+    scripts["measured"] = masked_script(script, spec)
+    timeout = float(duration) * 60 + 180 + cfg.clients
+    out = _run_hammerdb(cli, script, spec, timeout=timeout, on_line=on_line)
     result = parse_output(out.text)
+    result.warmup_seconds = float(cfg.warmup)
+    common.record_commands(result, [("warm-up", warm), ("measured", out)],
+                           common.run_settings(cfg, loaded, common.endpoint(spec), rampup_minutes=rampup,
+                                               duration_minutes=duration, driver="timed", timeprofile=True),
+                           scripts)
     if out.timed_out or (out.returncode != 0 and result.nopm is None):
         common.check_ran(out, "HammerDB run")
     result.warehouses = loaded

@@ -256,6 +256,8 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     if warm is not None:
         result.extra["warmup_tps"] = parse_output(warm.text).tps
     common.attach_server_counters(result, server, "from 'Threads started!' to the end of the measured run")
+    common.record_commands(result, [("warm-up", warm), ("measured", out)],
+                           common.run_settings(cfg, loaded, common.endpoint(spec)))
     result.extra["tool"] = script
     if cfg.mode != MODE:
         result.extra["note"] = f"sysbench-tpcc runs client-side statements; --mode {cfg.mode} does not apply"

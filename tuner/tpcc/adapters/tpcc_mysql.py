@@ -248,6 +248,8 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     if out.timed_out or (out.returncode != 0 and not result.timeline):
         common.check_ran(out, "tpcc_start")
     common.attach_server_counters(result, server, "at MEASURING START and STOPPING THREADS")
+    common.record_commands(result, [("ramp-up and measured", out)],
+                           common.run_settings(cfg, loaded, common.endpoint(spec), rampup_seconds=warmup))
     result.extra["tool"] = start
     if cfg.mode != MODE:
         result.extra["note"] = f"tpcc-mysql runs client-side statements; --mode {cfg.mode} does not apply"

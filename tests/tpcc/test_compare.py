@@ -1,0 +1,66 @@
+"""The fair comparison (tuner/tpcc/compare.py): its protocol as a plan, and one small real run end to end."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tuner.core.errors import UsageError
+from tuner.tpcc import compare
+
+
+def test_rounds_rotate_so_no_driver_always_goes_first_or_follows_the_same_one():
+    entries = compare.CompareSpec(peers={"go-tpc": "/x/go-tpc"}).entries()
+    orders = [[e.key for e in compare.round_order(entries, r)] for r in range(3)]
+    assert len({o[0] for o in orders}) == 3
+    followers = {tuple(o[i:i + 2]) for o in orders for i in range(len(o) - 1)}
+    assert len(followers) > len(entries) - 1  # the same pairs do not repeat every round
+
+
+def test_plan_states_the_protocol_and_the_missing_peers():
+    spec = compare.CompareSpec(clients=[8, 32], rounds=3, warmup=10, duration=30, peers={"go-tpc": "/x/go-tpc"})
+    text = "\n".join(compare.plan(spec))
+    assert "ANALYZE TABLE" in text and "priming run" in text and "fresh sandbox cmp-go-tpc" in text
+    assert "Unix socket (a labelled row)" in text
+    assert text.count("round ") == 3
+    for peer in ("hammerdb", "tpcc-mysql", "sysbench-tpcc"):
+        assert f"{peer}: not measured" in text
+    assert compare.window(10, 30) == (18.0, 37.0)
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"rounds": 0}, "--rounds 0"), ({"clients": [0]}, "positive client counts"),
+    ({"duration": 5}, "too short"), ({"peers": {"benchbase": "/x"}}, "unknown peer"),
+])
+def test_bad_specs_are_refused(kw, message):
+    with pytest.raises(UsageError, match=message):
+        compare.CompareSpec(**kw).validate()
+
+
+def test_proc_readers_see_this_process():
+    assert compare.proc_cpu_seconds(os.getpid()) > 0
+    assert compare.proc_cpu_seconds(2 ** 22 + 12345) == 0.0  # gone: 0, not an error
+    assert compare.tree_rss_bytes([os.getpid()]) > 0
+
+
+@pytest.mark.slow
+def test_a_small_comparison_counts_from_the_server_and_checks_every_schema(innotier_home):
+    """Two of our rows on their own fresh W=1 sandboxes, one round: counted, checked, rendered."""
+    spec = compare.CompareSpec(clients=[2], rounds=1, warmup=1, duration=10, priming=1, priming_clients=1,
+                               socket_row=False, warehouses=1, prefix="cmpt")
+    lines: list[str] = []
+    result = compare.run(spec, say=lines.append)
+    assert set(result.prepared) == {"innotier-procedures", "innotier-statements"}
+    assert all(p["load_seconds"] > 0 for p in result.prepared.values())
+    assert [r.entry for r in result.runs] == ["innotier-procedures", "innotier-statements"]
+    for r in result.runs:
+        assert r.complete, r.note
+        assert r.bench["nopm"] > 0 and r.bench["tpm"] > r.bench["nopm"]
+        assert r.bench["client_cpu_per_kno"] > 0 and r.bench["server_cpu_per_kno"] > 0
+        assert r.driver["deck"].startswith("23 cards") and "--host 127.0.0.1" in r.driver["command"]
+    assert all(c["ok"] for c in result.checks.values()), result.checks
+    text = compare.render(result)
+    assert "innotier-statements" in text and "consistency after the runs" in text and "load average" in text
+    for peer in compare.PEERS:
+        assert f"{peer}: not measured" in text

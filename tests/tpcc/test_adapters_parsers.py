@@ -227,6 +227,16 @@ def test_go_tpc_summary(peer_output):
     assert r.complete
 
 
+def test_go_tpc_run_with_real_errors(peer_output):
+    """Lock-wait timeouts under --ignore-error (README-go-tpc-errors.txt): 18 _ERR rows, 3 of them the deadline."""
+    r = go_tpc.parse_output(peer_output("go-tpc-run-errors-c4.txt"))
+    assert r.complete and r.tpmc == 5194.3
+    assert r.counts["new_order"]["error"] == 5 and r.counts["payment"]["error"] == 13
+    assert r.extra["err_rows"] == 18 and r.extra["deadline_err_rows"] == 3
+    assert r.errors == 15
+    assert "new_order" in r.latency_ms and r.latency_ms["payment"]["count"] == r.counts["payment"]["commit"]
+
+
 def test_go_tpc_timeline(peer_output):
     r = go_tpc.parse_output(peer_output("go-tpc-run-c8.txt"))
     assert len(r.timeline) == 5  # five [Current] blocks before the deadline

@@ -32,6 +32,13 @@ def spec(tpcc_w1):
     return tpcc_w1
 
 
+@pytest.fixture
+def conn(spec):
+    c = spec.connect()
+    yield c
+    c.close()
+
+
 def terminal(seed: int = 11) -> Terminal:
     return Terminal.for_client(0, 1, make_constants(seed=5), seed=seed)
 
@@ -158,142 +165,122 @@ def test_rolled_back_new_order_works_then_rolls_back_and_blocks_its_district(spe
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_new_order_output_matches_the_rows(spec, mode):
-    conn = spec.connect()
-    try:
-        t = terminal(seed=21 if mode == "procedures" else 22)
+def test_new_order_output_matches_the_rows(spec, conn, mode):
+    t = terminal(seed=21 if mode == "procedures" else 22)
+    x = new_order.make_input(t)
+    while x.rollback:
         x = new_order.make_input(t)
-        while x.rollback:
-            x = new_order.make_input(t)
-        keyed = lines_of(x)
-        before = {i: one(conn, "SELECT s_quantity FROM stock WHERE s_w_id = %s AND s_i_id = %s", w, i)[0]
-                  for i, w, _ in keyed}
-        outcome, row = run_one(spec, mode, new_order, x)
-        assert outcome == "commit"
-        out = new_order.parse_output(row)
-        o = one(conn, "SELECT o_entry_d, o_ol_cnt, o_c_id FROM orders WHERE o_w_id = 1 AND o_d_id = %s AND o_id = %s",
-                x.d_id, out.o_id)
-        assert o == (out.entry_d, x.ol_cnt, x.c_id) and out.ol_cnt == x.ol_cnt
-        c_discount, c_last, c_credit = one(conn, "SELECT c_discount, c_last, c_credit FROM customer WHERE c_w_id = 1 "
-                                                 "AND c_d_id = %s AND c_id = %s", x.d_id, x.c_id)
-        w_tax = one(conn, "SELECT w_tax FROM warehouse WHERE w_id = 1")[0]
-        d_tax = one(conn, "SELECT d_tax FROM district WHERE d_w_id = 1 AND d_id = %s", x.d_id)[0]
-        assert (out.c_discount, out.c_last, out.c_credit, out.w_tax, out.d_tax) == \
-            (c_discount, c_last, c_credit, w_tax, d_tax)
-        assert [ln.ol_number for ln in out.lines] == list(range(1, x.ol_cnt + 1))
-        amount = Decimal(0)
-        for ln, (i_id, w, qty) in zip(out.lines, keyed):  # OL_NUMBER is the keyed position, not the lock order
-            assert (ln.i_id, ln.supply_w_id, ln.quantity) == (i_id, w, qty)
-            i_name, i_price, i_data = one(conn, "SELECT i_name, i_price, i_data FROM item WHERE i_id = %s", i_id)
-            s_quantity, s_data = one(conn, "SELECT s_quantity, s_data FROM stock WHERE s_w_id = %s AND s_i_id = %s",
-                                     w, i_id)
-            ol = one(conn, "SELECT ol_i_id, ol_quantity, ol_amount FROM order_line WHERE ol_w_id = 1 AND ol_d_id = %s "
-                           "AND ol_o_id = %s AND ol_number = %s", x.d_id, out.o_id, ln.ol_number)
-            assert ol == (i_id, qty, ln.ol_amount) and ln.ol_amount == qty * i_price
-            assert (ln.i_name, ln.i_price) == (i_name, i_price)
-            assert ln.s_quantity == before[i_id]  # the value before this order's update ...
-            expect = before[i_id] - qty if before[i_id] >= qty + 10 else before[i_id] - qty + 91
-            assert s_quantity == expect  # ... which the update moved as 2.4.2.2 says
-            brand = "B" if "ORIGINAL" in i_data and "ORIGINAL" in s_data else "G"
-            assert ln.brand_generic == brand
-            amount += ln.ol_amount
-        assert out.total == (amount * (1 - c_discount) * (1 + w_tax + d_tax)).quantize(Decimal("0.01"))
-    finally:
-        conn.close()
+    keyed = lines_of(x)
+    before = {i: one(conn, "SELECT s_quantity FROM stock WHERE s_w_id = %s AND s_i_id = %s", w, i)[0]
+              for i, w, _ in keyed}
+    outcome, row = run_one(spec, mode, new_order, x)
+    assert outcome == "commit"
+    out = new_order.parse_output(row)
+    o = one(conn, "SELECT o_entry_d, o_ol_cnt, o_c_id FROM orders WHERE o_w_id = 1 AND o_d_id = %s AND o_id = %s",
+            x.d_id, out.o_id)
+    assert o == (out.entry_d, x.ol_cnt, x.c_id) and out.ol_cnt == x.ol_cnt
+    c_discount, c_last, c_credit = one(conn, "SELECT c_discount, c_last, c_credit FROM customer WHERE c_w_id = 1 "
+                                             "AND c_d_id = %s AND c_id = %s", x.d_id, x.c_id)
+    w_tax = one(conn, "SELECT w_tax FROM warehouse WHERE w_id = 1")[0]
+    d_tax = one(conn, "SELECT d_tax FROM district WHERE d_w_id = 1 AND d_id = %s", x.d_id)[0]
+    assert (out.c_discount, out.c_last, out.c_credit, out.w_tax, out.d_tax) == \
+        (c_discount, c_last, c_credit, w_tax, d_tax)
+    assert [ln.ol_number for ln in out.lines] == list(range(1, x.ol_cnt + 1))
+    amount = Decimal(0)
+    for ln, (i_id, w, qty) in zip(out.lines, keyed):  # OL_NUMBER is the keyed position, not the lock order
+        assert (ln.i_id, ln.supply_w_id, ln.quantity) == (i_id, w, qty)
+        i_name, i_price, i_data = one(conn, "SELECT i_name, i_price, i_data FROM item WHERE i_id = %s", i_id)
+        s_quantity, s_data = one(conn, "SELECT s_quantity, s_data FROM stock WHERE s_w_id = %s AND s_i_id = %s",
+                                 w, i_id)
+        ol = one(conn, "SELECT ol_i_id, ol_quantity, ol_amount FROM order_line WHERE ol_w_id = 1 AND ol_d_id = %s "
+                       "AND ol_o_id = %s AND ol_number = %s", x.d_id, out.o_id, ln.ol_number)
+        assert ol == (i_id, qty, ln.ol_amount) and ln.ol_amount == qty * i_price
+        assert (ln.i_name, ln.i_price) == (i_name, i_price)
+        assert ln.s_quantity == before[i_id]  # the value before this order's update ...
+        expect = before[i_id] - qty if before[i_id] >= qty + 10 else before[i_id] - qty + 91
+        assert s_quantity == expect  # ... which the update moved as 2.4.2.2 says
+        brand = "B" if "ORIGINAL" in i_data and "ORIGINAL" in s_data else "G"
+        assert ln.brand_generic == brand
+        amount += ln.ol_amount
+    assert out.total == (amount * (1 - c_discount) * (1 + w_tax + d_tax)).quantize(Decimal("0.01"))
 
 
-def test_brand_generic_and_pre_update_quantity_cover_both_branches(spec):
+def test_brand_generic_and_pre_update_quantity_cover_both_branches(spec, conn):
     """Items with ORIGINAL in both I_DATA and S_DATA show 'B'; a low stock shows its value before the +91."""
-    conn = spec.connect()
-    try:
-        i_id = one(conn, "SELECT i_id FROM item JOIN stock ON s_i_id = i_id AND s_w_id = 1 WHERE i_data LIKE "
-                         "'%ORIGINAL%' AND s_data LIKE '%ORIGINAL%' ORDER BY i_id LIMIT 1")[0]
-        cur = conn.cursor()
-        cur.execute("UPDATE stock SET s_quantity = 12 WHERE s_w_id = 1 AND s_i_id = %s", (i_id,))
-        cur.close()
-        others = one(conn, "SELECT GROUP_CONCAT(i_id) FROM (SELECT i_id FROM item WHERE i_id <> %s ORDER BY i_id "
-                           "LIMIT 4) t", i_id)[0].split(",")
-        lines = [f"[{i_id},1,7]"] + [f"[{o},1,1]" for o in others]
-        x = new_order.NewOrderInput(1, 2, 9, 5, 1, "[" + ",".join(lines) + "]", False)
-        out = new_order.parse_output(run_one(spec, "procedures", new_order, x)[1])
-        assert (out.lines[0].brand_generic, out.lines[0].s_quantity) == ("B", 12)
-        assert one(conn, "SELECT s_quantity FROM stock WHERE s_w_id = 1 AND s_i_id = %s", i_id)[0] == 12 - 7 + 91
-    finally:
-        conn.close()
+    i_id = one(conn, "SELECT i_id FROM item JOIN stock ON s_i_id = i_id AND s_w_id = 1 WHERE i_data LIKE "
+                     "'%ORIGINAL%' AND s_data LIKE '%ORIGINAL%' ORDER BY i_id LIMIT 1")[0]
+    cur = conn.cursor()
+    cur.execute("UPDATE stock SET s_quantity = 12 WHERE s_w_id = 1 AND s_i_id = %s", (i_id,))
+    cur.close()
+    others = one(conn, "SELECT GROUP_CONCAT(i_id) FROM (SELECT i_id FROM item WHERE i_id <> %s ORDER BY i_id "
+                       "LIMIT 4) t", i_id)[0].split(",")
+    lines = [f"[{i_id},1,7]"] + [f"[{o},1,1]" for o in others]
+    x = new_order.NewOrderInput(1, 2, 9, 5, 1, "[" + ",".join(lines) + "]", False)
+    out = new_order.parse_output(run_one(spec, "procedures", new_order, x)[1])
+    assert (out.lines[0].brand_generic, out.lines[0].s_quantity) == ("B", 12)
+    assert one(conn, "SELECT s_quantity FROM stock WHERE s_w_id = 1 AND s_i_id = %s", i_id)[0] == 12 - 7 + 91
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_payment_output_matches_the_rows(spec, mode):
-    conn = spec.connect()
-    try:
-        for credit in ("GC", "BC"):
-            c_id = one(conn, "SELECT c_id FROM customer WHERE c_w_id = 1 AND c_d_id = 4 AND c_credit = %s "
-                             "ORDER BY c_id LIMIT 1 OFFSET %s", credit, 1 if mode == "procedures" else 2)[0]
-            x = payment.PaymentInput(1, 4, 1, 4, c_id, "", "123.45")
-            outcome, row = run_one(spec, mode, payment, x)
-            assert outcome == "commit"
-            out = dict(zip(payment.OUTPUT_FIELDS, row))
-            assert len(row) == len(payment.OUTPUT_FIELDS)
-            c = one(conn, "SELECT c_first, c_middle, c_last, c_phone, c_since, c_credit, c_credit_lim, c_discount, "
-                          "c_balance, c_data FROM customer WHERE c_w_id = 1 AND c_d_id = 4 AND c_id = %s", c_id)
-            assert (out["c_first"], out["c_middle"], out["c_last"], out["c_phone"], out["c_since"], out["c_credit"],
-                    out["c_credit_lim"], out["c_discount"], out["c_balance"]) == c[:9]
-            assert out["c_id"] == c_id and out["h_amount"] == Decimal("123.45")
-            w = one(conn, "SELECT w_street_1, w_street_2, w_city, w_state, w_zip FROM warehouse WHERE w_id = 1")
-            dd = one(conn, "SELECT d_street_1, d_street_2, d_city, d_state, d_zip FROM district "
-                           "WHERE d_w_id = 1 AND d_id = 4")
-            assert tuple(out[k] for k in ("w_street_1", "w_street_2", "w_city", "w_state", "w_zip")) == w
-            assert tuple(out[k] for k in ("d_street_1", "d_street_2", "d_city", "d_state", "d_zip")) == dd
-            h_date = one(conn, "SELECT MAX(h_date) FROM history WHERE h_c_w_id = 1 AND h_c_d_id = 4 AND h_c_id = %s",
-                         c_id)[0]
-            assert out["h_date"] == h_date
-            if credit == "BC":
-                assert out["c_data"] == c[9][:200] and c[9].startswith(f"{c_id} 4 1 4 1 123.45 ")
-            else:
-                assert out["c_data"] is None
-    finally:
-        conn.close()
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_order_status_output_matches_the_rows(spec, mode):
-    conn = spec.connect()
-    try:
-        x = order_status.OrderStatusInput(1, 6, 77, "")
-        outcome, row = run_one(spec, mode, order_status, x)
+def test_payment_output_matches_the_rows(spec, conn, mode):
+    for credit in ("GC", "BC"):
+        c_id = one(conn, "SELECT c_id FROM customer WHERE c_w_id = 1 AND c_d_id = 4 AND c_credit = %s "
+                         "ORDER BY c_id LIMIT 1 OFFSET %s", credit, 1 if mode == "procedures" else 2)[0]
+        x = payment.PaymentInput(1, 4, 1, 4, c_id, "", "123.45")
+        outcome, row = run_one(spec, mode, payment, x)
         assert outcome == "commit"
-        out = dict(zip(order_status.OUTPUT_FIELDS, row))
-        assert (out["c_first"], out["c_middle"], out["c_last"], out["c_balance"]) == \
-            one(conn, "SELECT c_first, c_middle, c_last, c_balance FROM customer WHERE c_w_id = 1 AND c_d_id = 6 "
-                      "AND c_id = 77")
-        o_id, entry_d, carrier = one(conn, "SELECT o_id, o_entry_d, o_carrier_id FROM orders WHERE o_w_id = 1 "
-                                           "AND o_d_id = 6 AND o_c_id = 77 ORDER BY o_id DESC LIMIT 1")
-        assert (out["c_id"], out["o_id"], out["o_entry_d"], out["o_carrier_id"]) == (77, o_id, entry_d, carrier)
-        cur = conn.cursor()
-        cur.execute("SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount FROM order_line WHERE ol_w_id = 1 "
-                    "AND ol_d_id = 6 AND ol_o_id = %s ORDER BY ol_number", (o_id,))
-        rows = cur.fetchall()
-        cur.close()
-        shown = [part.split(",")[:4] for part in out["lines"].split(";")]
-        assert shown == [[str(v) for v in r] for r in rows]
-    finally:
-        conn.close()
+        out = dict(zip(payment.OUTPUT_FIELDS, row))
+        assert len(row) == len(payment.OUTPUT_FIELDS)
+        c = one(conn, "SELECT c_first, c_middle, c_last, c_phone, c_since, c_credit, c_credit_lim, c_discount, "
+                      "c_balance, c_data FROM customer WHERE c_w_id = 1 AND c_d_id = 4 AND c_id = %s", c_id)
+        assert (out["c_first"], out["c_middle"], out["c_last"], out["c_phone"], out["c_since"], out["c_credit"],
+                out["c_credit_lim"], out["c_discount"], out["c_balance"]) == c[:9]
+        assert out["c_id"] == c_id and out["h_amount"] == Decimal("123.45")
+        w = one(conn, "SELECT w_street_1, w_street_2, w_city, w_state, w_zip FROM warehouse WHERE w_id = 1")
+        dd = one(conn, "SELECT d_street_1, d_street_2, d_city, d_state, d_zip FROM district "
+                       "WHERE d_w_id = 1 AND d_id = 4")
+        assert tuple(out[k] for k in ("w_street_1", "w_street_2", "w_city", "w_state", "w_zip")) == w
+        assert tuple(out[k] for k in ("d_street_1", "d_street_2", "d_city", "d_state", "d_zip")) == dd
+        h_date = one(conn, "SELECT MAX(h_date) FROM history WHERE h_c_w_id = 1 AND h_c_d_id = 4 AND h_c_id = %s",
+                     c_id)[0]
+        assert out["h_date"] == h_date
+        if credit == "BC":
+            assert out["c_data"] == c[9][:200] and c[9].startswith(f"{c_id} 4 1 4 1 123.45 ")
+        else:
+            assert out["c_data"] is None
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_stock_level_output_matches_the_rows(spec, mode):
-    conn = spec.connect()
-    try:
-        x = stock_level.StockLevelInput(1, 2, 20)
-        outcome, row = run_one(spec, mode, stock_level, x)
-        assert outcome == "commit"
-        next_o = one(conn, "SELECT d_next_o_id FROM district WHERE d_w_id = 1 AND d_id = 2")[0]
-        items = one(conn, "SELECT GROUP_CONCAT(DISTINCT ol_i_id) FROM order_line WHERE ol_w_id = 1 AND ol_d_id = 2 "
-                          "AND ol_o_id >= %s AND ol_o_id < %s", next_o - 20, next_o)[0]
-        low = one(conn, f"SELECT COUNT(*) FROM stock WHERE s_w_id = 1 AND s_quantity < 20 AND s_i_id IN ({items})")[0]
-        assert tuple(row) == (1, 2, 20, low)
-    finally:
-        conn.close()
+def test_order_status_output_matches_the_rows(spec, conn, mode):
+    x = order_status.OrderStatusInput(1, 6, 77, "")
+    outcome, row = run_one(spec, mode, order_status, x)
+    assert outcome == "commit"
+    out = dict(zip(order_status.OUTPUT_FIELDS, row))
+    assert (out["c_first"], out["c_middle"], out["c_last"], out["c_balance"]) == \
+        one(conn, "SELECT c_first, c_middle, c_last, c_balance FROM customer WHERE c_w_id = 1 AND c_d_id = 6 "
+                  "AND c_id = 77")
+    o_id, entry_d, carrier = one(conn, "SELECT o_id, o_entry_d, o_carrier_id FROM orders WHERE o_w_id = 1 "
+                                       "AND o_d_id = 6 AND o_c_id = 77 ORDER BY o_id DESC LIMIT 1")
+    assert (out["c_id"], out["o_id"], out["o_entry_d"], out["o_carrier_id"]) == (77, o_id, entry_d, carrier)
+    cur = conn.cursor()
+    cur.execute("SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount FROM order_line WHERE ol_w_id = 1 "
+                "AND ol_d_id = 6 AND ol_o_id = %s ORDER BY ol_number", (o_id,))
+    rows = cur.fetchall()
+    cur.close()
+    shown = [part.split(",")[:4] for part in out["lines"].split(";")]
+    assert shown == [[str(v) for v in r] for r in rows]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_stock_level_output_matches_the_rows(spec, conn, mode):
+    x = stock_level.StockLevelInput(1, 2, 20)
+    outcome, row = run_one(spec, mode, stock_level, x)
+    assert outcome == "commit"
+    next_o = one(conn, "SELECT d_next_o_id FROM district WHERE d_w_id = 1 AND d_id = 2")[0]
+    items = one(conn, "SELECT GROUP_CONCAT(DISTINCT ol_i_id) FROM order_line WHERE ol_w_id = 1 AND ol_d_id = 2 "
+                      "AND ol_o_id >= %s AND ol_o_id < %s", next_o - 20, next_o)[0]
+    low = one(conn, f"SELECT COUNT(*) FROM stock WHERE s_w_id = 1 AND s_quantity < 20 AND s_i_id IN ({items})")[0]
+    assert tuple(row) == (1, 2, 20, low)
 
 
 # ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 
 from tuner.core.measure import RunResult
 from tuner.tpcc import adapters
+from tuner.tpcc.adapters import _common as common
 from tuner.tpcc.adapters import go_tpc, hammerdb, sysbench_tpcc, tpcc_mysql
 
 
@@ -52,6 +53,18 @@ def test_hammerdb_test_result_and_time_profile(peer_output):
     assert r.latency_ms["order_status"]["p99"] == 6.461 and r.latency_ms["order_status"]["count"] == 12156 // 2
     assert set(r.latency_ms) == {"new_order", "payment", "delivery", "stock_level", "order_status"}
     assert "ramp-up" in r.extra["latency_scope"] and "halved" in r.extra["latency_scope"]
+
+
+@pytest.mark.parametrize("name,fixture,shares", [
+    ("hammerdb", "hammerdb-run-c8.txt", {"new_order": 43.55, "payment": 43.31}),  # 23-card deck: 43.5 / 43.5
+    ("go-tpc", "go-tpc-run-c8.txt", {"new_order": 44.92, "payment": 43.17}),  # its weights 45/43/4/4/4
+])
+def test_realized_mix_of_a_peer(peer_output, name, fixture, shares):
+    r = adapters.get(name).parse_output(peer_output(fixture))
+    mix = common.realized_mix(r)
+    assert sum(mix.values()) == pytest.approx(100, abs=0.05)
+    for op, share in shares.items():
+        assert mix[op] == pytest.approx(share, abs=0.1)
 
 
 def test_hammerdb_profile_counts_every_call_twice(peer_output):

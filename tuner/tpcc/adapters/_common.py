@@ -31,6 +31,7 @@ from typing import Callable, Iterator
 
 from tuner.core.errors import ServerError, ToolMissing, UsageError, WorkloadError
 from tuner.core.server import ConnectionSpec
+from tuner.tpcc import mix
 
 LineSink = Callable[[str], None]
 
@@ -450,6 +451,15 @@ def record_commands(result, runs: list[tuple[str, ToolOutput | None]], settings:
     if scripts:
         result.extra["scripts"] = scripts
     result.extra["settings"] = settings
+    result.extra["realized_mix"] = realized_mix(result)
+
+
+def realized_mix(result) -> dict[str, float] | None:
+    """Each type's share of the transactions the peer ran: from its counts, else its latency counts (HammerDB)."""
+    counts = result.counts or {op: {"commit": int(lat.get("count", 0))} for op, lat in result.latency_ms.items()}
+    if not any(sum(c.values()) for c in counts.values()):
+        return None
+    return mix.realized_mix(counts)
 
 
 def run_settings(cfg, warehouses: int, where: Endpoint | None = None, **tool_specific) -> dict:

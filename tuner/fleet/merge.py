@@ -85,7 +85,8 @@ def merge_timelines(results: list[RunResult]) -> list[dict[str, Any]]:
                    if all(h is not None for h in hists) else {})
         out.append({
             "t": round(max(ts), 3), "seconds": round(seconds, 3),
-            "tpmc": round(commits.get("new_order", 0) * 60.0 / seconds, 1),
+            # completed New-Orders (committed + rolled back, TPC-C 5.4.1): each shard's rate over its interval
+            "tpmc": round(sum(p["tpmc"] * p["seconds"] for p, _ in points) / seconds, 1),
             "tpm_total": round(sum(commits.values()) * 60.0 / seconds, 1),
             "commits": commits, "errors": sum(p["errors"] for p, _ in points),
             "retries": sum(p["retries"] for p, _ in points), "latency_ms": latency,
@@ -105,7 +106,8 @@ def merge_results(results: list[RunResult], hosts: list[str] | None = None) -> R
         _add_counts(all_counts, r.extra.get("all_counts") or {})
     hist = merge_histograms([r.extra["histograms"] for r in results])
     measured = max(r.measured_seconds or 0.0 for r in results)
-    new_orders = counts.get("new_order", {}).get("commit", 0)
+    no = counts.get("new_order", {})
+    new_orders = no.get("commit", 0) + no.get("rollback", 0)  # completed New-Orders (TPC-C 5.4.1)
     nopms = [r.nopm for r in results if r.nopm is not None]
     tpms = [r.tpm for r in results if r.tpm is not None]
     failures = [f"shard {r.extra['shard']}: {r.failure}" for r in results if r.failure]

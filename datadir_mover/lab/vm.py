@@ -54,7 +54,7 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -o remount,rw /
 mount -t tmpfs -o mode=0755 tmpfs /run
-mount -t tmpfs -o mode=1777 tmpfs /tmp
+# /tmp stays on the root image: sandboxes and their clones do not fit in a RAM-sized tmpfs
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=loose,ro src /mnt/src
 hostname lab
@@ -216,7 +216,7 @@ def _run_captured(argv, spec, run_dir, accel, echo, progress) -> VmResult:
     deadline = started + spec.timeout
     console: list[str] = []
     boot = None
-    timed_out = False
+    done = timed_out = False
     with open(run_dir / "console.log", "w") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -244,7 +244,9 @@ def _run_captured(argv, spec, run_dir, accel, echo, progress) -> VmResult:
                     if line.startswith(READY_MARK) and boot is None:
                         boot = time.monotonic() - started
                         progress(f"lab: guest up after {boot:.1f} s; running: {shlex.join(spec.command)}")
-                    elif boot is not None and not line.startswith(DONE_MARK) and echo:
+                    elif line.startswith(DONE_MARK):
+                        done = True
+                    elif boot is not None and not done and echo:
                         echo(line)
         finally:
             if proc.poll() is None:

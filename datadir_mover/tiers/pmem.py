@@ -82,10 +82,10 @@ def _namespace_dicts(doc: Any, provider: str | None = None) -> Iterator[tuple[di
 def parse_ndctl_namespaces(text: str) -> list[PmemInfo]:
     out = []
     for ns, provider in _namespace_dicts(parse_json_stream(text)):
-        chardev = None
+        chardev = ns.get("chardev")          # ndctl 76 (Debian 12) puts it on the namespace itself
         region = ns.get("daxregion") or {}
         devices = region.get("devices") or []
-        if devices:
+        if devices and not chardev:
             chardev = devices[0].get("chardev")
         out.append(PmemInfo(
             namespace=ns.get("dev"), mode=ns.get("mode"), map=ns.get("map"),

@@ -100,6 +100,12 @@ def test_tiers_create_raid_each_level(level, clean_md):
     try:
         md = os.path.basename(os.path.realpath(f"/dev/md/r{level}"))
         sh("mdadm", "--wait", f"/dev/{md}", check=False)   # exit 1 when there was nothing to wait for
+        detail = sh("mdadm", "--detail", f"/dev/{md}").stdout
+        record(f"mdadm-detail-raid{level}.txt", detail)
+        record(f"mdstat-raid{level}", Path("/proc/mdstat").read_text())
+        layout = Path(f"/sys/block/{md}/md/layout")
+        if layout.exists():
+            record(f"md-sysfs-layout-raid{level}", layout.read_text())
         tier = tier_at(mount)
         raid = tier["raid"]
         assert tier["kind"] == "md-raid" and raid["level"] == f"raid{level}", tier
@@ -109,12 +115,6 @@ def test_tiers_create_raid_each_level(level, clean_md):
             assert raid["chunk_bytes"] == int(chunk[:-1]) * 1024
         if level == 10:
             assert raid["layout"] == "near=2"
-        detail = sh("mdadm", "--detail", f"/dev/{md}").stdout
-        record(f"mdadm-detail-raid{level}.txt", detail)
-        record(f"mdstat-raid{level}", Path("/proc/mdstat").read_text())
-        layout = Path(f"/sys/block/{md}/md/layout")
-        if layout.exists():
-            record(f"md-sysfs-layout-raid{level}", layout.read_text())
         fs = sh("dumpe2fs", "-h", f"/dev/{md}").stdout
         data_disks = {0: 4, 1: 0, 5: 3, 6: 2, 10: 2}[level]
         if data_disks and chunk:
@@ -124,8 +124,7 @@ def test_tiers_create_raid_each_level(level, clean_md):
     finally:
         cli("tiers", "destroy", mount, "--force", check=False)
     assert not os.path.ismount(mount)
-    assert f"md" not in "".join(line.split(":")[0] for line in Path("/proc/mdstat").read_text().splitlines()
-                                if line.startswith("md"))
+    assert not any(line.startswith("md") for line in Path("/proc/mdstat").read_text().splitlines())
 
 
 def test_tiers_create_raid_undoes_everything_when_a_step_fails(clean_md):
@@ -134,7 +133,7 @@ def test_tiers_create_raid_undoes_everything_when_a_step_fails(clean_md):
                "--mount", "/mnt/undo", "--options", "no-such-option", check=False)
     assert proc.returncode != 0
     assert Path("/proc/mdstat").read_text() == before                 # the array was stopped again
-    assert not os.path.exists("/dev/md/undo")
+    assert sh("mdadm", "--detail", "/dev/md/undo", check=False).returncode != 0   # no array behind the name
     examine = sh("mdadm", "--examine", DISKS[0], check=False)
     assert examine.returncode != 0                                    # superblocks zeroed
     assert not os.path.ismount("/mnt/undo")

@@ -42,12 +42,24 @@ def record(name: str, text: str) -> None:
     target.write_text(text)
 
 
+def _tiers(include_all: bool = False) -> list[dict]:
+    """What `tiers list --json` prints, computed in this process (a CLI start costs seconds under emulation;
+    the CLI itself is exercised by `tiers create`/`destroy` and by test_cli_lists_the_live_tiers)."""
+    from datadir_mover.tiers.detect import detect_tiers
+
+    return [t.to_dict() for t in detect_tiers(include_all=include_all)]
+
+
 def tier_at(path: str) -> dict:
-    return next(t for t in cli_json("tiers", "list") if t["mountpoint"] == path)
+    return next(t for t in _tiers() if t["mountpoint"] == path)
 
 
 def device_tier(device: str) -> dict:
-    return next(t for t in cli_json("tiers", "list", "--all") if t["device"] == device)
+    return next(t for t in _tiers(include_all=True) if t["device"] == device)
+
+
+def all_tiers() -> list[dict]:
+    return _tiers(include_all=True)
 
 
 def statx_dax(path: str) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from labhelpers import DISKS, cli, cli_json, device_tier, record, sh, tier_at
+from labhelpers import DISKS, all_tiers, cli, cli_json, device_tier, record, sh, tier_at
 from datadir_mover.probe import file_is_dax
 
 LEVEL_CHUNK = {0: "64K", 1: None, 5: "128K", 6: "64K", 10: "512K"}
@@ -72,10 +72,16 @@ def test_tiers_create_pmem_xfs_dax_and_devdax():
     sh("ndctl", "create-namespace", "--mode=devdax", "--region=region1")
     record("ndctl-list-devdax.json", sh("ndctl", "list", "--namespaces", "--region=region1").stdout)
     record("daxctl-list.json", sh("daxctl", "list").stdout)
-    tiers = cli_json("tiers", "list", "--all")
+    tiers = all_tiers()
     devdax = [t for t in tiers if t["kind"] == "dcpmm-devdax"]
     assert [t["device"] for t in devdax] == ["/dev/dax1.0"], tiers
     assert devdax[0]["capacity_bytes"] and devdax[0]["volatile"] is False
+
+
+def test_cli_lists_the_live_tiers():
+    listed = cli_json("tiers", "list", "--all")
+    assert [t["device"] for t in listed] == [t["device"] for t in all_tiers()]
+    assert any(t["kind"] == "dcpmm-devdax" for t in listed)
 
 
 def test_pmem_create_refuses_a_non_empty_mount_point_and_changes_nothing(tmp_path):

@@ -8,8 +8,9 @@ spec (VmSpec) -> plan (the qemu argv, printable) -> run -> result (VmResult).
   The guest init runs ``ndctl init-labels`` on them first, as a freshly installed DIMM would need.
 - Disks: fresh sparse files per run (virtio, /dev/vdb, /dev/vdc, ...); the root image is never written:
   every run writes to its own qcow2 overlay.
-- Shares (9p): the run directory at /mnt/lab (the init script, the command, out/), the checkout read-only
-  at /mnt/src (innotier runs from it: PYTHONPATH=/mnt/src).
+- Shares (9p): the run directory at /mnt/lab (the init script, the command, out/), and read-only at /mnt/src
+  a snapshot of the checkout taken when the run starts (innotier runs from it: PYTHONPATH=/mnt/src), so
+  editing the checkout while a long run goes on cannot change the code under the guest's feet.
 - Accelerator: KVM only when the CPU has vmx/svm and the host is not kvm-pvm (whose /dev/kvm runs a stock
   guest kernel ~140x slower than TCG and then dies with "emulation failure"); otherwise TCG.  qemu's own
   KVM-then-TCG fallback is never used, and qemu always runs under a time limit.
@@ -44,6 +45,7 @@ READY_MARK = "innotier-lab: running"
 DONE_MARK = "innotier-lab: exit "
 NOT_FOR_SPEED = ("emulated devices: the lab proves that code paths work against the real md and pmem drivers; "
                  "its speed figures say nothing about real hardware")
+SNAPSHOT_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
 GUEST_MODULES = ("nfit", "nd_pmem", "nd_btt", "dax_pmem", "device_dax", "md_mod", "raid0", "raid1", "raid456",
                  "raid10", "loop", "xfs", "zram")
 
@@ -88,7 +90,7 @@ class VmSpec:
     memory: int = 1536 << 20
     cpus: int = 2
     timeout: float = 900.0
-    source: Path = Path(".")                    # the checkout shared read-only at /mnt/src
+    source: Path = Path(".")                    # the checkout; a snapshot of it is shared read-only at /mnt/src
     env: tuple[tuple[str, str], ...] = ()
     interactive: bool = False
 
@@ -163,7 +165,7 @@ def qemu_argv(spec: VmSpec, image: Image, run_dir: Path, accel: str) -> list[str
                             f"size={spec.pmem[i] + LABEL_SIZE}",
                  "-device", f"nvdimm,id=nvdimm{i},memdev=nvmem{i},label-size={LABEL_SIZE}"]
     argv += ["-virtfs", f"local,path={run_dir / 'share'},mount_tag=lab,security_model=none",
-             "-virtfs", f"local,path={spec.source},mount_tag=src,security_model=none,readonly=on"]
+             "-virtfs", f"local,path={run_dir / 'src'},mount_tag=src,security_model=none,readonly=on"]
     argv += ["-serial", "mon:stdio" if spec.interactive else "stdio"]
     return argv
 
@@ -177,6 +179,7 @@ def prepare(spec: VmSpec, image: Image, run_dir: Path) -> None:
         _sparse(run_dir / f"disk{i}.img", size)
     for i, size in enumerate(spec.pmem):
         _sparse(run_dir / f"nvdimm{i}.img", size + LABEL_SIZE)
+    shutil.copytree(spec.source, run_dir / "src", symlinks=True, ignore=SNAPSHOT_IGNORE)
     share = run_dir / "share"
     (share / "out").mkdir(parents=True, exist_ok=True)
     init = share / "init"
@@ -284,3 +287,4 @@ def cleanup(run_dir: Path) -> None:
     for pattern in ("root.qcow2", "disk*.img", "nvdimm*.img"):
         for p in run_dir.glob(pattern):
             p.unlink()
+    shutil.rmtree(run_dir / "src", ignore_errors=True)

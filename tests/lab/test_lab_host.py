@@ -30,7 +30,7 @@ def test_nvdimm_backing_files_carry_the_label_area_and_maxmem_covers_them(tmp_pa
     m = re.search(r"-m (\d+)M,slots=2,maxmem=(\d+)M", text)
     assert m and int(m.group(2)) * 2**20 >= int(m.group(1)) * 2**20 + sum(sizes)
     assert argv[argv.index("-nic") + 1] == "none"
-    assert "tcg,thread=multi" in argv and "readonly=on" in text
+    assert "tcg,thread=multi" in argv and f"path={tmp_path / 'run' / 'src'},mount_tag=src" in text and "readonly=on" in text
 
 
 def test_accelerator_is_tcg_on_this_kvm_pvm_host():
@@ -46,17 +46,22 @@ def test_prepare_makes_sparse_fresh_devices_and_the_run_share(tmp_path):
     img_dir.mkdir()
     with open(img_dir / "root.img", "wb") as fh:
         fh.truncate(64 << 20)
+    src = tmp_path / "checkout"
+    (src / "tuner").mkdir(parents=True)
+    (src / "tuner" / "cli.py").write_text("# cli\n")
+    (src / ".venv").mkdir()
     spec = vm.VmSpec(command=("innotier", "tiers", "list", "--json"), pmem=(16 << 20,), disks=(32 << 20,),
-                     source=tmp_path)
+                     source=src)
     run_dir = tmp_path / "run"
     vm.prepare(spec, _image(tmp_path), run_dir)
     assert (run_dir / "nvdimm0.img").stat().st_size == (16 << 20) + (128 << 10)
     assert (run_dir / "nvdimm0.img").stat().st_blocks == 0 and (run_dir / "disk0.img").stat().st_blocks == 0
     assert (run_dir / "share" / "cmd.sh").read_text() == "innotier tiers list --json\n"
+    assert (run_dir / "src" / "tuner" / "cli.py").exists() and not (run_dir / "src" / ".venv").exists()
     init = (run_dir / "share" / "init").read_text()
     assert "ndctl init-labels" in init and vm.READY_MARK in init and "nd_pmem" in init
     vm.cleanup(run_dir)
-    assert not list(run_dir.glob("*.img")) and (run_dir / "share" / "out").is_dir()
+    assert not list(run_dir.glob("*.img")) and not (run_dir / "src").exists() and (run_dir / "share" / "out").is_dir()
 
 
 def test_extract_vmlinux_finds_the_elf_kernel_inside_a_compressed_stream():

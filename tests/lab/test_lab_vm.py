@@ -30,12 +30,14 @@ def lab_image_built():
     return lab_image.build(lab_image.default_spec(REPO), progress=lambda m: print(f"lab build: {m}", flush=True))
 
 
-def run_group(img, module: str, run_dir: Path, timeout: float = 600, **kw) -> tuple[vm.VmResult, ET.Element]:
-    command = ("/opt/innotier/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", "-x",
+def run_group(img, module: str, run_dir: Path, timeout: float = 1200, **kw) -> tuple[vm.VmResult, ET.Element]:
+    command = ("/opt/innotier/bin/python", "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rfEs", "-x",
+               "--timeout=600", "--durations=0",
                "--junitxml=/mnt/lab/out/junit.xml", f"tests/lab/guest/{module}")
     spec = vm.VmSpec(command=command, source=REPO, timeout=timeout, **kw)
     try:
-        result = vm.run(spec, img, run_dir, progress=lambda m: print(m, flush=True))
+        result = vm.run(spec, img, run_dir, echo=lambda line: print(line, flush=True),
+                        progress=lambda m: print(m, flush=True))
     finally:
         vm.cleanup(run_dir)
     print(f"lab group {module}: boot {result.boot_seconds} s, total {result.total_seconds} s "
@@ -71,5 +73,5 @@ def test_moves_onto_dax_and_raid10_in_the_vm(lab_image_built, tmp_path):
     """The datadir onto DAX ext4 and redo onto RAID 10 with TPC-C run + check; SIGKILL mid-copy then
     resume / rollback; tiers bench on both; profile lint --tier on the DAX mount."""
     result, suite = run_group(lab_image_built, "test_in_guest_moves.py", tmp_path / "moves",
-                              pmem=(1 << 30,), disks=(512 << 20,) * 4, timeout=900)
+                              pmem=(1 << 30,), disks=(512 << 20,) * 4, timeout=1800)
     _assert_all_passed(suite, at_least=6)

@@ -62,13 +62,6 @@ def all_tiers() -> list[dict]:
     return _tiers(include_all=True)
 
 
-def statx_dax(path: str) -> bool:
-    """STATX_ATTR_DAX (0x200000) from statx(2), as the kernel reports it for this file."""
-    from datadir_mover.probe import probe_dax
-
-    return bool(probe_dax(path))
-
-
 def wipe_md() -> None:
     """Stop every md array and clear the disks' superblocks, whatever a test left behind."""
     for line in Path("/proc/mounts").read_text().splitlines():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from labhelpers import DISKS, all_tiers, cli, cli_json, device_tier, record, sh, tier_at
-from datadir_mover.probe import file_is_dax
+from tuner.core.probe import file_is_dax
 
 LEVEL_CHUNK = {0: "64K", 1: None, 5: "128K", 6: "64K", 10: "512K"}
 

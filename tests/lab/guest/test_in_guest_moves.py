@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import mvhelpers
-from datadir_mover.probe import file_is_dax
+from tuner.core.probe import file_is_dax
 from labhelpers import DISKS, cli, sh, wipe_md
 
 PMEM, R10 = "/mnt/pmem", "/mnt/r10"

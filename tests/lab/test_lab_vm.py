@@ -56,7 +56,7 @@ def _assert_all_passed(suite: ET.Element, at_least: int) -> None:
     assert counts["tests"] >= at_least and counts["failures"] == counts["errors"] == counts["skipped"] == 0, counts
 
 
-@pytest.mark.timeout(2400)   # the VM's own limit (1200 s) ends it first; TCG on a loaded 2-core host is slow
+@pytest.mark.timeout(2400)   # the VM's own limit (1800 s) ends it first; TCG on a loaded 2-core host is slow
 def test_pmem_and_raid_devices_in_the_vm(lab_image_built, tmp_path):
     """fsdax/devdax detection and DAX mounts with statx; `tiers create pmem` and `tiers create raid` for
     RAID 0/1/5/6/10 with stride, destroy and undo; a degraded RAID 5 and its recovery."""

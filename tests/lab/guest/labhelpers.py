@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from datadir_mover.tiers.detect import detect_tiers
+
 DISKS = [f"/dev/vd{c}" for c in "bcde"]
 OUT = Path(os.environ.get("LAB_OUT", "/tmp/lab-out"))
 
@@ -45,8 +47,6 @@ def record(name: str, text: str) -> None:
 def _tiers(include_all: bool = False) -> list[dict]:
     """What `tiers list --json` prints, computed in this process (a CLI start costs seconds under emulation;
     the CLI itself is exercised by `tiers create`/`destroy` and by test_cli_lists_the_live_tiers)."""
-    from datadir_mover.tiers.detect import detect_tiers
-
     return [t.to_dict() for t in detect_tiers(include_all=include_all)]
 
 

@@ -10,14 +10,15 @@ bench and the DCPMM-paper lint on the DAX mount.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 import mvhelpers
 from tuner.core.probe import file_is_dax
-from labhelpers import DISKS, cli, sh, wipe_md
+from tuner.core.sandbox import Sandbox, list_sandboxes
+from tuner.core.server import inspect
+from labhelpers import DISKS, cli, wipe_md
 
 PMEM, R10 = "/mnt/pmem", "/mnt/r10"
 
@@ -29,13 +30,20 @@ def tiers():
     cli("tiers", "create", "raid", "--level", "10", "--devices", *DISKS, "--name", "r10", "--chunk", "64K",
         "--mount", R10)
     yield
-    from tuner.core.sandbox import Sandbox, list_sandboxes
-
     for sb in list_sandboxes():
         sb.destroy(force=True)
     cli("tiers", "destroy", PMEM, "--force", check=False)
     cli("tiers", "destroy", R10, "--force", check=False)
     wipe_md()
+
+
+@pytest.fixture(autouse=True)
+def one_server_at_a_time():
+    """Destroy each test's sandboxes when it ends: the guest has 1.5 GiB and two emulated CPUs."""
+    yield
+    for sb in list_sandboxes():
+        if sb.name != mvhelpers.GOLDEN:
+            sb.destroy(force=True)
 
 
 def _apply(sandbox: str, component: str, to: str, env: dict | None = None, check: bool = True):
@@ -87,9 +95,6 @@ def test_sigkill_mid_copy_then_resume_or_rollback(tiers, tier, then):
         cli("move", "resume", "--id", move_id, "--json")
     else:
         cli("move", "rollback", "--id", move_id, "--yes", "--json")
-    from tuner.core.sandbox import Sandbox
-    from tuner.core.server import inspect
-
     sb = Sandbox.load(name)
     if sb.state().name != "RUNNING":
         sb.start()

@@ -275,8 +275,11 @@ def read_md_sysfs(name: str, host: Host) -> RaidInfo | None:
 
 def raid_from_mdstat(arr: MdstatArray) -> RaidInfo:
     members = tuple(d for d, _, flag in arr.members if flag not in ("F", "S"))
+    raid_disks = arr.raid_disks
+    if raid_disks is None and arr.active and arr.level in ("raid0", "linear"):
+        raid_disks = len(members)   # mdstat prints no [n/m] for RAID 0: every listed member is a data disk
     return RaidInfo(
-        device=f"/dev/{arr.name}", level=arr.level, chunk_bytes=arr.chunk_bytes, raid_disks=arr.raid_disks,
+        device=f"/dev/{arr.name}", level=arr.level, chunk_bytes=arr.chunk_bytes, raid_disks=raid_disks,
         members=members,
         spares=tuple(d for d, _, flag in arr.members if flag == "S"),
         failed=tuple(d for d, _, flag in arr.members if flag == "F"),
@@ -320,7 +323,8 @@ def raid_from_detail(detail: MdadmDetail, name: str) -> RaidInfo:
         members=tuple(base(p) for p, s in devices if s.startswith("active") or "rebuilding" in s),
         spares=tuple(base(p) for p, s in devices if s == "spare"),
         failed=tuple(base(p) for p, s in devices if "faulty" in s),
-        state=detail.fields.get("State"), layout=detail.fields.get("Layout"),
+        state=detail.fields.get("State"),
+        layout=None if detail.fields.get("Layout") in (None, "-unknown-") else detail.fields["Layout"],  # RAID 0: -unknown-
         degraded=(raid_devices - active) if raid_devices is not None and active is not None else None,
         sync_action=action, sync_progress=progress,
         array_size_bytes=detail.array_size_bytes, sources=("mdadm",),

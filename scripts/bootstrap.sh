@@ -2,7 +2,8 @@
 # Installs what innotier needs on a fresh Debian 12 machine, and nothing that is already there.
 #   - apt packages (needs root): MariaDB server/client/backup, sysbench, fio, Prometheus and two exporters,
 #     percona-toolkit, apparmor (apparmor_parser), systemd (systemd-analyze), file-system tools, python3-venv,
-#     openssh-server + iproute2 (the fleet tests start their own sshd in network namespaces they make)
+#     openssh-server + iproute2 (the fleet tests start their own sshd in network namespaces they make),
+#     and for the lab VM (`innotier lab`: real PMEM and md RAID drivers) qemu, busybox, cpio
 #   - a virtualenv in .venv with innotier and its Python dependencies (no root needed)
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
@@ -17,6 +18,7 @@ APT_PACKAGES=(
   e2fsprogs xfsprogs btrfs-progs f2fs-tools util-linux kmod
   python3 python3-venv python3-pip
   debootstrap zstd   # server trees of MySQL 9.7 / MariaDB 11.8 from Debian sid/trixie (innotier server install)
+  qemu-system-x86 qemu-utils busybox-static cpio   # the lab VM (innotier lab: real PMEM and md RAID drivers)
 )
 
 missing=()

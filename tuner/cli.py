@@ -23,6 +23,7 @@ REGISTRARS = (
     "datadir_mover.tiers_cli",   # tiers list/create/destroy/bench
     "datadir_mover.move_cli",    # move plan/apply/status/resume/rollback/finalize
     "datadir_mover.persist_cli", # persist install/sync/restore/status
+    "datadir_mover.lab_cli",     # lab build/run/shell/status (VM with real PMEM and md RAID drivers)
     "tuner.tpcc.tpcc_cli",         # tpcc load/run/check
     "tuner.sweep.sweep_cli",        # sweep plan/run/report, results ..., demo
     "exporters.exporter_cli",          # exporter, dashboards

@@ -82,10 +82,10 @@ def _namespace_dicts(doc: Any, provider: str | None = None) -> Iterator[tuple[di
 def parse_ndctl_namespaces(text: str) -> list[PmemInfo]:
     out = []
     for ns, provider in _namespace_dicts(parse_json_stream(text)):
-        chardev = None
+        chardev = ns.get("chardev")          # ndctl 76 (Debian 12) puts it on the namespace itself
         region = ns.get("daxregion") or {}
         devices = region.get("devices") or []
-        if devices:
+        if devices and not chardev:
             chardev = devices[0].get("chardev")
         out.append(PmemInfo(
             namespace=ns.get("dev"), mode=ns.get("mode"), map=ns.get("map"),
@@ -234,7 +234,9 @@ class PmemProvider(TierProvider):
         plan = Plan(title=f"create a DAX {args.fs} tier on {device} ({args.source}) at {mountpoint}")
         plan.blockers += root_blocker()
         have_device = host.sys("block", name).exists() and (not host.live or os.path.exists(device))
-        if not have_device:
+        have_region = host.sys("bus", "nd", "devices", args.region).exists()
+        # an NVDIMM's block device appears only when the namespace is created: the region is what must exist
+        if not have_device and not (args.source == "nvdimm" and have_region):
             existing = sorted(glob.glob("/dev/pmem*")) if host.live else []
             where = f"; this host has {', '.join(existing)}" if existing else ""
             if args.source == "memmap":
@@ -255,11 +257,14 @@ class PmemProvider(TierProvider):
             plan.steps.append(command_step(f"reconfigure {args.namespace} to fsdax (a raw namespace refuses DAX)",
                                            ["ndctl", "create-namespace", "--force", f"--reconfig={args.namespace}",
                                             "--mode=fsdax"]))
+        elif have_device:
+            plan.notes.append(f"{device} exists already: its namespace is used as it is (no create-namespace)")
         else:
             argv = ["ndctl", "create-namespace", "--mode=fsdax", f"--region={args.region}"]
             if args.size_bytes:
                 argv.append(f"--size={format_size(args.size_bytes)}")
             plan.steps.append(command_step(f"create an fsdax namespace in {args.region}", argv))
+            plan.notes.append("the new namespace stays if a later step fails; `ndctl destroy-namespace -f` frees it")
         plan.steps.append(command_step(f"make {args.fs} with 4 KiB blocks (DAX needs block size = page size)",
                                        mkfs_argv(args.fs, device, for_dax=True)))
         if needs_mkdir:

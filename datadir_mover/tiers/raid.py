@@ -2,9 +2,10 @@
 creation with `mdadm --create`, and the expected-vs-measured formulas of the RAID paper.
 
 Readers (Documentation/admin-guide/md.rst): /sys/block/mdX/md/{level, chunk_size, raid_disks,
-array_state, degraded, sync_action, sync_completed, rdN -> dev-*, dev-*/state}.  sysfs has no
-layout; only `mdadm --detail` ("Layout : near=2") and mdstat ("2 near-copies", "algorithm 2")
-show it.  mdstat counts sizes in 1 KiB blocks; so does mdadm's "Array Size".
+array_state, degraded, sync_action, sync_completed, layout, rdN -> dev-*, dev-*/state}.  md/layout
+is a number (RAID 10: 258 = near=2; RAID 5/6: 2 = left-symmetric, as recorded in the lab VM) that
+``decode_md_layout`` turns into mdadm's words ("Layout : near=2"); mdstat says "2 near-copies",
+"algorithm 2".  RAID 0 has no md/degraded.  mdstat counts sizes in 1 KiB blocks; so does mdadm's "Array Size".
 """
 
 from __future__ import annotations
@@ -205,6 +206,32 @@ def parse_mdadm_detail(text: str) -> MdadmDetail:
 
 # ---- sysfs md/ ---------------------------------------------------------------------------------
 
+# md/layout numbers for RAID 5/6 (drivers/md/raid5.h ALGORITHM_*), named as mdadm --detail names them
+RAID5_ALGORITHMS = {0: "left-asymmetric", 1: "right-asymmetric", 2: "left-symmetric", 3: "right-symmetric",
+                    4: "parity-first", 5: "parity-last", 16: "ddf-zero-restart", 17: "ddf-N-restart",
+                    18: "ddf-N-continue", 8: "rotating-zero-restart", 9: "rotating-N-restart",
+                    10: "rotating-N-continue", 20: "left-asymmetric-6", 21: "right-asymmetric-6",
+                    22: "left-symmetric-6", 23: "right-symmetric-6", 24: "parity-first-6"}
+
+
+def decode_md_layout(level: str | None, value: int | None) -> str | None:
+    """md/layout as mdadm prints it: RAID 10 near/far/offset copies (drivers/md/raid10.c: near = bits 0-7,
+    far = bits 8-15, offset = bit 16), RAID 5/6 the parity algorithm.  Other levels have no layout."""
+    if value is None:
+        return None
+    if level == "raid10":
+        near, far, offset = value & 0xFF, (value >> 8) & 0xFF, bool(value & 0x10000)
+        parts = []
+        if near > 1:
+            parts.append(f"near={near}")
+        if far > 1:
+            parts.append(f"{'offset' if offset else 'far'}={far}")
+        return ", ".join(parts) or None
+    if level in ("raid5", "raid6", "raid4"):
+        return RAID5_ALGORITHMS.get(value, f"algorithm {value}")
+    return None
+
+
 def read_md_sysfs(name: str, host: Host) -> RaidInfo | None:
     md = host.sys("block", name, "md")
     if not md.is_dir():
@@ -228,9 +255,11 @@ def read_md_sysfs(name: str, host: Host) -> RaidInfo | None:
     if (pm := re.match(r"^(\d+)\s*/\s*(\d+)$", sc)) and int(pm.group(2)):
         progress = int(pm.group(1)) / int(pm.group(2))
     size = host.read_int(host.sys("block", name, "size"))
+    level = host.read(md / "level") or None
     return RaidInfo(
         device=f"/dev/{name}",
-        level=host.read(md / "level") or None,
+        level=level,
+        layout=decode_md_layout(level, host.read_int(md / "layout")),
         chunk_bytes=chunk or None,
         raid_disks=int(m.group(1)) if m else None,
         previous_raid_disks=int(m.group(2)) if m and m.group(2) else None,
@@ -246,8 +275,11 @@ def read_md_sysfs(name: str, host: Host) -> RaidInfo | None:
 
 def raid_from_mdstat(arr: MdstatArray) -> RaidInfo:
     members = tuple(d for d, _, flag in arr.members if flag not in ("F", "S"))
+    raid_disks = arr.raid_disks
+    if raid_disks is None and arr.active and arr.level in ("raid0", "linear"):
+        raid_disks = len(members)   # mdstat prints no [n/m] for RAID 0: every listed member is a data disk
     return RaidInfo(
-        device=f"/dev/{arr.name}", level=arr.level, chunk_bytes=arr.chunk_bytes, raid_disks=arr.raid_disks,
+        device=f"/dev/{arr.name}", level=arr.level, chunk_bytes=arr.chunk_bytes, raid_disks=raid_disks,
         members=members,
         spares=tuple(d for d, _, flag in arr.members if flag == "S"),
         failed=tuple(d for d, _, flag in arr.members if flag == "F"),
@@ -261,7 +293,7 @@ def raid_from_mdstat(arr: MdstatArray) -> RaidInfo:
 def fill(primary: RaidInfo | None, other: RaidInfo | None, only: tuple[str, ...] | None = None) -> RaidInfo | None:
     """Fill the primary source's unknown (None) fields from another source; ``only`` limits which.
     sysfs is authoritative for what it reports (an empty spare list is an answer), so from mdstat and
-    mdadm it only takes what sysfs cannot tell: the layout and the array size."""
+    mdadm it only takes what sysfs cannot tell: the layout, the array size and (RAID 0 has no md/degraded) the degraded count."""
     if other is None:
         return primary
     if primary is None:
@@ -291,14 +323,16 @@ def raid_from_detail(detail: MdadmDetail, name: str) -> RaidInfo:
         members=tuple(base(p) for p, s in devices if s.startswith("active") or "rebuilding" in s),
         spares=tuple(base(p) for p, s in devices if s == "spare"),
         failed=tuple(base(p) for p, s in devices if "faulty" in s),
-        state=detail.fields.get("State"), layout=detail.fields.get("Layout"),
+        state=detail.fields.get("State"),
+        layout=None if detail.fields.get("Layout") in (None, "-unknown-") else detail.fields["Layout"],  # RAID 0: -unknown-
         degraded=(raid_devices - active) if raid_devices is not None and active is not None else None,
         sync_action=action, sync_progress=progress,
         array_size_bytes=detail.array_size_bytes, sources=("mdadm",),
     )
 
 
-SYSFS_GAPS = ("layout", "array_size_bytes")
+# sysfs has no layout, and RAID 0 / linear have no md/degraded file (seen in the lab VM, Linux 6.1)
+SYSFS_GAPS = ("layout", "array_size_bytes", "degraded")
 
 
 def read_raid(name: str, host: Host) -> RaidInfo | None:

@@ -76,3 +76,9 @@ class FleetError(InnotierError):
     """A fleet operation (Ansible over SSH) cannot start, or hosts failed."""
 
     exit_code = 11
+
+
+class LabError(InnotierError):
+    """The lab VM (emulated PMEM and md RAID) cannot be built or run."""
+
+    exit_code = 12

@@ -1,0 +1,75 @@
+"""In-guest helpers: run the real CLI and tools, record what the real drivers said, clean up what a test made.
+
+Runs only inside the lab VM (INNOTIER_IN_LAB=1): /dev/vdb.. are fresh virtual disks, region0 and region1
+are fresh NVDIMMs with initialised labels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from datadir_mover.tiers.detect import detect_tiers
+
+DISKS = [f"/dev/vd{c}" for c in "bcde"]
+OUT = Path(os.environ.get("LAB_OUT", "/tmp/lab-out"))
+
+
+def sh(*argv: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, input=input)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def cli(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    full = dict(os.environ, **(env or {}))
+    proc = subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True, env=full)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"innotier {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def cli_json(*args: str) -> object:
+    return json.loads(cli(*args, "--json").stdout)
+
+
+def record(name: str, text: str) -> None:
+    """Keep a real output for tests/fixtures/recorded/hardware-lab/ (the host copies $LAB_OUT/recorded)."""
+    target = OUT / "recorded" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+def _tiers(include_all: bool = False) -> list[dict]:
+    """What `tiers list --json` prints, computed in this process (a CLI start costs seconds under emulation;
+    the CLI itself is exercised by `tiers create`/`destroy` and by test_cli_lists_the_live_tiers)."""
+    return [t.to_dict() for t in detect_tiers(include_all=include_all)]
+
+
+def tier_at(path: str) -> dict:
+    return next(t for t in _tiers() if t["mountpoint"] == path)
+
+
+def device_tier(device: str) -> dict:
+    return next(t for t in _tiers(include_all=True) if t["device"] == device)
+
+
+def all_tiers() -> list[dict]:
+    return _tiers(include_all=True)
+
+
+def wipe_md() -> None:
+    """Stop every md array and clear the disks' superblocks, whatever a test left behind."""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        dev, mnt = line.split()[:2]
+        if dev.startswith("/dev/md"):
+            sh("umount", mnt, check=False)
+    for name in os.listdir("/sys/block"):
+        if name.startswith("md"):
+            sh("mdadm", "--stop", f"/dev/{name}", check=False)
+    sh("mdadm", "--zero-superblock", *DISKS, check=False)
+    sh("wipefs", "-a", "-q", *DISKS, check=False)

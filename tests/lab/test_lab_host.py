@@ -1,0 +1,97 @@
+"""The lab's host side without booting: qemu command line, sizes, accelerator choice, kernel extraction, bad input."""
+
+from __future__ import annotations
+
+import lzma
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from datadir_mover.lab import image as lab_image
+from datadir_mover.lab import vm
+from tuner.core.errors import UsageError
+
+
+def _image(tmp_path: Path) -> lab_image.Image:
+    return lab_image.Image(directory=tmp_path / "img", key="k", kernel_release="6.1.0-test")
+
+
+def test_nvdimm_backing_files_carry_the_label_area_and_maxmem_covers_them(tmp_path):
+    spec = vm.VmSpec(command=("true",), pmem=(2 << 30, 512 << 20), disks=(256 << 20,) * 2, memory=1 << 30,
+                     source=tmp_path)
+    argv = vm.qemu_argv(spec, _image(tmp_path), tmp_path / "run", "tcg")
+    text = " ".join(argv)
+    assert "pc,nvdimm=on" in argv
+    sizes = [int(s) for s in re.findall(r"memory-backend-file,[^ ]*size=(\d+)", text)]
+    assert sizes == [(2 << 30) + (128 << 10), (512 << 20) + (128 << 10)]   # 2 GiB + 128 KiB, not 2 GiB
+    assert text.count("label-size=131072") == 2
+    m = re.search(r"-m (\d+)M,slots=2,maxmem=(\d+)M", text)
+    assert m and int(m.group(2)) * 2**20 >= int(m.group(1)) * 2**20 + sum(sizes)
+    assert argv[argv.index("-nic") + 1] == "none"
+    assert "tcg,thread=multi" in argv and f"path={tmp_path / 'run' / 'src'},mount_tag=src" in text and "readonly=on" in text
+
+
+def test_accelerator_is_tcg_on_this_kvm_pvm_host():
+    accel, why = vm.choose_accelerator()
+    if os.path.exists("/sys/module/kvm_pvm") or not re.search(r"\b(vmx|svm)\b", Path("/proc/cpuinfo").read_text()):
+        assert accel == "tcg" and why
+    else:
+        assert accel == "kvm"
+
+
+def test_prepare_makes_sparse_fresh_devices_and_the_run_share(tmp_path):
+    img_dir = tmp_path / "img"
+    img_dir.mkdir()
+    with open(img_dir / "root.img", "wb") as fh:
+        fh.truncate(64 << 20)
+    src = tmp_path / "checkout"
+    (src / "tuner").mkdir(parents=True)
+    (src / "tuner" / "cli.py").write_text("# cli\n")
+    (src / ".venv").mkdir()
+    spec = vm.VmSpec(command=("innotier", "tiers", "list", "--json"), pmem=(16 << 20,), disks=(32 << 20,),
+                     source=src)
+    run_dir = tmp_path / "run"
+    vm.prepare(spec, _image(tmp_path), run_dir)
+    assert (run_dir / "nvdimm0.img").stat().st_size == (16 << 20) + (128 << 10)
+    assert (run_dir / "nvdimm0.img").stat().st_blocks == 0 and (run_dir / "disk0.img").stat().st_blocks == 0
+    assert (run_dir / "share" / "cmd.sh").read_text() == "innotier tiers list --json\n"
+    assert (run_dir / "src" / "tuner" / "cli.py").exists() and not (run_dir / "src" / ".venv").exists()
+    init = (run_dir / "share" / "init").read_text()
+    assert "ndctl init-labels" in init and vm.READY_MARK in init and "nd_pmem" in init
+    vm.cleanup(run_dir)
+    assert not list(run_dir.glob("*.img")) and not (run_dir / "src").exists() and (run_dir / "share" / "out").is_dir()
+
+
+def test_extract_vmlinux_finds_the_elf_kernel_inside_a_compressed_stream():
+    elf = b"\x7fELF" + os.urandom(4096)
+    bzimage = b"MZ" + os.urandom(2000) + b"\xfd7zXZ\x00junk" + lzma.compress(elf) + os.urandom(100)
+    assert lab_image.extract_vmlinux(bzimage) == elf
+
+
+@pytest.mark.parametrize("text", ["100M", "1000M", "0"])
+def test_pmem_sizes_must_be_whole_16m_units(text):
+    with pytest.raises(UsageError, match="multiple of 16M"):
+        vm.parse_pmem(text)
+
+
+@pytest.mark.parametrize("text", ["4x", "x512M", "9x512M", "4x1M"])
+def test_disks_must_be_count_x_size(text):
+    with pytest.raises(UsageError):
+        vm.parse_disks(text)
+
+
+def test_image_key_changes_with_the_recipe_only():
+    a = lab_image.ImageSpec(requirements=("rich>=13",))
+    assert a.key() == lab_image.ImageSpec(requirements=("rich>=13",)).key()
+    assert a.key() != lab_image.ImageSpec(requirements=("rich>=14",)).key()
+    assert a.key() != lab_image.ImageSpec(packages=a.packages + ("htop",), requirements=a.requirements).key()
+
+
+def test_run_refuses_bad_input_with_one_line_and_boots_nothing(cli, tmp_path):
+    proc = cli("lab", "run", "--pmem", "100M", "--", "true", env={"INNOTIER_HOME": str(tmp_path)})
+    assert proc.returncode == 2 and "multiple of 16M" in proc.stderr
+    proc = cli("lab", "run", "--source", str(tmp_path), "--", "true", env={"INNOTIER_HOME": str(tmp_path)})
+    assert proc.returncode == 2 and "not an innotier checkout" in proc.stderr
+    assert not (tmp_path / "lab").exists()

@@ -1,0 +1,90 @@
+"""The tier parsers on outputs recorded inside the lab VM (tests/fixtures/recorded/hardware-lab, README there):
+real ndctl/daxctl JSON of ACPI.NFIT namespaces, mdadm --detail and /proc/mdstat for RAID 0/1/5/6/10, md sysfs
+layout numbers, pmem sysfs attributes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from datadir_mover.tiers import pmem, raid
+
+LAB = Path(__file__).resolve().parents[1] / "fixtures" / "recorded" / "hardware-lab"
+
+
+def _text(name: str) -> str:
+    return (LAB / name).read_text()
+
+
+def test_ndctl_fsdax_namespace_on_an_nfit_bus():
+    [ns] = pmem.parse_ndctl_namespaces(_text("ndctl-list-fsdax.json"))
+    assert (ns.namespace, ns.mode, ns.map, ns.blockdev, ns.provider) == ("namespace0.0", "fsdax", "dev", "pmem0",
+                                                                          "ACPI.NFIT")
+    assert ns.size_bytes == 526385152 and ns.align == 2 << 20          # 512 MiB minus the struct-page map
+    assert pmem.kind_of(ns) == "dcpmm-fsdax" and pmem.volatile_of(ns, "dcpmm-fsdax") is False
+
+
+def test_ndctl_devdax_namespace_and_daxctl_device():
+    [ns] = pmem.parse_ndctl_namespaces(_text("ndctl-list-devdax.json"))
+    assert (ns.mode, ns.chardev, ns.blockdev) == ("devdax", "dax1.0", None)
+    assert pmem.kind_of(ns) == "dcpmm-devdax"
+    [dev] = pmem.parse_daxctl_devices(_text("daxctl-list.json"))
+    assert dev == {"chardev": "dax1.0", "size": 262144000, "mode": "devdax", "target_node": 0}
+
+
+def test_ndctl_regions_are_not_mistaken_for_namespaces():
+    assert pmem.parse_ndctl_namespaces(_text("ndctl-list-regions-buses.json")) == []
+
+
+def test_pmem_sysfs_attributes():
+    assert int(_text("pmem0-size")) * 512 == 526385152
+    assert _text("pmem0-queue-rotational").strip() == "0" and _text("pmem0-queue-dax").strip() == "1"
+    assert "dax=always" in _text("proc-mounts-dax").split()[3]
+
+
+@pytest.mark.parametrize("level, chunk_k, layout", [
+    (0, 64, None), (1, None, None), (5, 128, "left-symmetric"), (6, 64, "left-symmetric"), (10, 512, "near=2"),
+])
+def test_mdadm_detail_per_level(level, chunk_k, layout):
+    d = raid.parse_mdadm_detail(_text(f"mdadm-detail-raid{level}.txt"))
+    r = raid.raid_from_detail(d, "md0")
+    assert r.level == f"raid{level}" and r.raid_disks == 4 and r.degraded == 0
+    assert sorted(r.members) == ["vdb", "vdc", "vdd", "vde"] and not r.failed
+    assert r.chunk_bytes == (chunk_k * 1024 if chunk_k else None)
+    assert r.layout == layout
+    assert r.state.strip() in ("clean", "active")     # active: writes were in flight (mkfs, mount)
+
+
+@pytest.mark.parametrize("level", [0, 1, 5, 6, 10])
+def test_mdstat_agrees_with_mdadm_detail(level):
+    """(RAID 0's mdstat line has no [4/4]: its disk count comes from the member list.)"""
+    [arr] = raid.parse_mdstat(_text(f"mdstat-raid{level}")).values()
+    detail = raid.raid_from_detail(raid.parse_mdadm_detail(_text(f"mdadm-detail-raid{level}.txt")), arr.name)
+    r = raid.raid_from_mdstat(arr)
+    assert (r.level, r.raid_disks, sorted(r.members), r.chunk_bytes) == \
+        (detail.level, detail.raid_disks, sorted(detail.members), detail.chunk_bytes)
+    assert r.array_size_bytes == detail.array_size_bytes
+
+
+@pytest.mark.parametrize("level, expected", [(0, None), (1, None), (5, "left-symmetric"), (6, "left-symmetric"),
+                                             (10, "near=2")])
+def test_md_sysfs_layout_numbers_decode_to_mdadms_words(level, expected):
+    value = int(_text(f"md-sysfs-layout-raid{level}"))
+    assert raid.decode_md_layout(f"raid{level}", value) == expected
+    if expected:
+        assert raid.parse_mdadm_detail(_text(f"mdadm-detail-raid{level}.txt")).fields["Layout"] == expected
+
+
+def test_md_layout_decoder_far_and_offset():
+    assert raid.decode_md_layout("raid10", 0x201) == "far=2"
+    assert raid.decode_md_layout("raid10", 0x10201) == "offset=2"
+    assert raid.decode_md_layout("raid5", 99) == "algorithm 99"
+
+
+def test_degraded_raid5_after_mdadm_fail():
+    [arr] = raid.parse_mdstat(_text("mdstat-raid5-degraded")).values()
+    r = raid.raid_from_mdstat(arr)
+    assert r.failed == ("vdc",) and r.degraded == 1 and sorted(r.members) == ["vdb", "vdd"]
+    d = raid.raid_from_detail(raid.parse_mdadm_detail(_text("mdadm-detail-raid5-degraded.txt")), arr.name)
+    assert d.degraded == 1 and "degraded" in d.state and d.failed == ("vdc",)

@@ -71,6 +71,10 @@ def test_pmem_and_raid_devices_in_the_vm(lab_image_built, tmp_path):
 
 
 @pytest.mark.timeout(2400)
+@pytest.mark.skipif(os.environ.get("INNOTIER_LAB_MOVES") != "1",
+                    reason="the lab moves group (TPC-C under TCG emulation, 9-25 min) runs only with "
+                           "INNOTIER_LAB_MOVES=1: it does not yet fit the CI budget and was not stable "
+                           "in one run on a loaded machine (issue 13 stays open for it)")
 def test_moves_onto_dax_and_raid10_in_the_vm(lab_image_built, tmp_path):
     """The datadir onto DAX ext4 and redo onto RAID 10 with TPC-C run + check; SIGKILL mid-copy then
     resume / rollback; tiers bench on both; profile lint --tier on the DAX mount."""

@@ -4,7 +4,7 @@
     .venv/bin/python bench/tpcc_bench.py [--hammerdb DIR] [--go-tpc BIN] [--tpcc-mysql DIR] [--sysbench-tpcc DIR]
         [--warmup 20] [--duration 60] [--repeats 3] [--clients 8,32] [--big-clients 512]
 
-One sandbox with the peers' settings (../shared/fixtures/peer-output/README.txt:
+One sandbox with the peers' settings (tests/fixtures/recorded/peer-output/README.txt:
 buffer pool 1G, O_DIRECT, innodb_log_file_size=256M, max_connections large
 enough), W=4 loaded by each driver into its own database.  For each client count
 and repeat, every driver runs in turn with the same warm-up and duration, dirty
@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.tpcc.config import RunConfig  # noqa: E402
 
-SANDBOX_OPTIONS = {  # the peers' server settings (fixtures/peer-output/README.txt)
+SANDBOX_OPTIONS = {  # the peers' server settings (tests/fixtures/recorded/peer-output/README.txt)
     "innodb_buffer_pool_size": "1G",
     "innodb_flush_method": "O_DIRECT",
     "innodb_log_file_size": "256M",

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+# recorded real output for what this machine lacks (md RAID, pmem, NVMe, peer tools); each group's README
+# gives the provenance of every file
+FIXTURES = REPO / "tests" / "fixtures" / "recorded"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -61,8 +62,9 @@ def shared_sandbox(innotier_home):
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
+    """tests/fixtures/recorded: one folder per group (hardware, local-tiers, peer-output), each with a README."""
     if not FIXTURES.is_dir():
-        pytest.fail(f"recorded fixtures not found at {FIXTURES}; the checkout must sit beside shared/")
+        pytest.fail(f"recorded fixtures not found at {FIXTURES}; fix: restore tests/fixtures/recorded from git")
     return FIXTURES
 
 

@@ -1,4 +1,4 @@
-"""The peer adapters' parsers on the recorded real consoles in ../shared/fixtures/peer-output.
+"""The peer adapters' parsers on the recorded real consoles in tests/fixtures/recorded/peer-output.
 
 Every expected value below is printed in the fixture file (see its README.txt for
 the commands that produced them) or derived from printed values as noted.

@@ -39,7 +39,7 @@ from tuner.core.paths import innotier_home, sandboxes_dir
 from tuner.core.errors import SandboxError, ToolMissing, UsageError
 from tuner.core.server import ConnectionSpec, Flavor, Version, flavor_from_version, read_defaults_file
 from tuner.core.servers import tree as server_trees
-from tuner.core.units import PAGE_SIZES, parse_page_size
+from tuner.core.units import page_size_label, parse_page_size
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 SOCKET_PATH_MAX = 107
@@ -400,9 +400,9 @@ class Sandbox:
         want = parse_page_size(opts.get("innodb_page_size") or self.page_size)
         if have is not None and have != want:
             raise SandboxError(
-                f"sandbox {self.name}: the datadir was initialized with {PAGE_SIZES.get(have, have)} pages but the "
-                f"server would start with innodb_page_size={PAGE_SIZES.get(want, want)}; the page size is fixed at "
-                f"initialization: start with {PAGE_SIZES.get(have, have)} or create a new sandbox with --page-size")
+                f"sandbox {self.name}: the datadir was initialized with {page_size_label(have)} pages but the "
+                f"server would start with innodb_page_size={page_size_label(want)}; the page size is fixed at "
+                f"initialization: start with {page_size_label(have)} or create a new sandbox with --page-size")
 
     def _log_tail(self, offset: int) -> str:
         try:
@@ -508,7 +508,7 @@ class Sandbox:
         st = self.state()
         d: dict[str, Any] = {"name": self.name, "state": st.value, "pid": self.running_pid(), "port": self.port,
                              "socket": self.socket, "datadir": self.datadir, "flavor": self.flavor.value,
-                             "version": self.version, "page_size": PAGE_SIZES.get(self.page_size, self.page_size),
+                             "version": self.version, "page_size": page_size_label(self.page_size),
                              "dir": self.dir}
         if st == SandboxState.CRASHED:
             d["problem"] = f"stale pid file names process {self._read_pid()}, which is gone: the server crashed or was killed"

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import datadir_mover.move  # noqa: F401  registers the closer that `sandbox destroy` runs for a sandbox's moves
 from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
 from tuner.core.errors import MoveError, UsageError
 from tuner.core.server import COMPONENTS

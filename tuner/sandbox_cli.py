@@ -122,7 +122,8 @@ def cmd_status(args) -> int:
 
 def cmd_destroy(args) -> int:
     sb = sbx.Sandbox.load(args.name)
-    sb.destroy(force=args.force)
+    for line in sb.destroy(force=args.force):
+        print(line)
     print(f"destroyed sandbox {args.name}")
     return 0
 

@@ -20,6 +20,7 @@ A sandbox whose pid file names a dead process is CRASHED: it is reported, and
 from __future__ import annotations
 
 import dataclasses
+import json
 import enum
 import os
 import re
@@ -31,7 +32,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tuner.core.datadir import datadir_page_size
 from tuner.core.durable import write_atomic, write_json_atomic
@@ -380,6 +381,8 @@ class Sandbox:
                                f"see {self.error_log}")
         if self.needs_bootstrap:
             self._bootstrap_credentials()
+        elif not recover:
+            self._note_timing("start_s", time.monotonic() - t0)  # a first start also sets up credentials
         return time.monotonic() - t0
 
     def effective_options(self, extra_args: list[str] | None = None) -> dict[str, str]:
@@ -403,6 +406,17 @@ class Sandbox:
                 f"sandbox {self.name}: the datadir was initialized with {page_size_label(have)} pages but the "
                 f"server would start with innodb_page_size={page_size_label(want)}; the page size is fixed at "
                 f"initialization: start with {page_size_label(have)} or create a new sandbox with --page-size")
+
+    def timings(self) -> dict[str, float]:
+        """How long this server's last start and clean/slow stops took (``start_s``, ``stop_clean_s``, ...)."""
+        try:
+            return json.loads((self.path / "timings.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _note_timing(self, key: str, seconds: float) -> None:
+        """Kept for estimates (a move's downtime): what this server took, not a typical figure."""
+        write_json_atomic(self.path / "timings.json", {**self.timings(), key: round(seconds, 3)})
 
     def _log_tail(self, offset: int) -> str:
         try:
@@ -481,6 +495,8 @@ class Sandbox:
             # leave the pid file in place, as a crash would: the sandbox now reports CRASHED
             if not self.pid_file.exists():
                 write_atomic(self.pid_file, f"{pid}\n")
+        else:
+            self._note_timing(f"stop_{mode}_s", time.monotonic() - t0)
         return time.monotonic() - t0
 
     @staticmethod
@@ -514,14 +530,34 @@ class Sandbox:
             d["problem"] = f"stale pid file names process {self._read_pid()}, which is gone: the server crashed or was killed"
         return d
 
-    def destroy(self, force: bool = False) -> None:
+    def destroy(self, force: bool = False) -> list[str]:
+        """Stop (with force), let the registered closers remove what the sandbox owns elsewhere, remove it.
+
+        Returns one line per thing the closers did (e.g. a move's files removed from a tier)."""
         if self.state() == SandboxState.RUNNING:
             if not force:
                 raise SandboxError(f"sandbox {self.name} is running; stop it first or pass --force")
             self.stop("kill")
+        done: list[str] = []
+        for closer in DESTROY_CLOSERS:
+            done += closer(self.name)
         if os.path.isdir(self.datadir) and not Path(self.datadir).is_relative_to(self.path):
             shutil.rmtree(self.datadir)
         shutil.rmtree(self.path)
+        return done
+
+
+# Closers for what a sandbox owns outside its directory.  The kernel knows nothing of them: whoever puts a
+# sandbox's files elsewhere (the mover: InnoDB components on tiers) registers one with on_destroy().  Each is
+# called with the sandbox's name after the server is stopped and before the directory goes, and returns
+# one line per thing it did.
+DESTROY_CLOSERS: list[Callable[[str], list[str]]] = []
+
+
+def on_destroy(closer: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
+    if closer not in DESTROY_CLOSERS:
+        DESTROY_CLOSERS.append(closer)
+    return closer
 
 
 def validate_name(name: str) -> None:

@@ -99,7 +99,7 @@ class Plan:
     no_shutdown: bool
     was_running: bool
     allow_same_fs: bool
-    estimates: dict[str, float]
+    estimates: dict[str, Any]
     request: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)

@@ -87,11 +87,13 @@ def test_readme_commands_need_no_sudo_and_say_root_or_sudo():
 
 def test_wheel_declares_its_data_folders_without_warnings(tmp_path):
     """setup.cfg declares the data folders (catalog, shipped profiles, sweep specs, report templates)."""
+    src = tmp_path / "innotier"  # built from a copy: a build writes build/ and *.egg-info into its source
+    subprocess.run(["bash", str(REPO / "scripts" / "copy-checkout"), str(src)], check=True, capture_output=True)
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
-                        str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=300)
+                        str(tmp_path / "wheels"), str(src)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "Warning" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
-    names = zipfile.ZipFile(next(tmp_path.glob("innotier-*.whl"))).namelist()
+    names = zipfile.ZipFile(next((tmp_path / "wheels").glob("innotier-*.whl"))).namelist()
     for data in ("profiles/catalog/options.yaml", "profiles/catalog/recorded/mariadb-10.11-option-names.txt",
                  "profiles/shipped/ssd-default.yaml", "tuner/sweep/specs/demo.yaml",
                  "tuner/sweep/templates/report.md.j2"):

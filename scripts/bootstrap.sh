@@ -46,6 +46,7 @@ for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
+  require_root "installing the Debian packages ${missing[*]}"
   echo "bootstrap: installing Debian packages: ${missing[*]}"
   step "apt-get update" as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
   # the packages' own services are not needed (innotier starts private servers, the fleet tests their own

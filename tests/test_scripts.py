@@ -42,8 +42,8 @@ def test_as_root_runs_directly_when_root():
 def test_as_root_without_sudo_is_one_line_error(world_readable_dir):
     if os.geteuid() != 0 or shutil.which("runuser") is None:
         pytest.skip("needs root and runuser to act as an unprivileged user")
-    r = as_user("nobody", f"source {world_readable_dir}/lib.sh; as_root apt-get install x; echo reached",
-                "/usr/bin:/bin")
+    r = as_user("nobody", f"source {world_readable_dir}/lib.sh; "
+                "as_root env DEBIAN_FRONTEND=noninteractive apt-get install x; echo reached", "/usr/bin:/bin")
     assert r.returncode == 1
     assert "reached" not in r.stdout
     assert r.stderr.count("\n") == 1, r.stderr
@@ -62,6 +62,9 @@ def test_as_root_uses_sudo_when_not_root(world_readable_dir):
                 f"{bindir}:/usr/bin:/bin")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "sudo apt-get install -y fio"
+    r = as_user("nobody", f"source {world_readable_dir}/lib.sh; require_root 'installing fio'; echo allowed",
+                f"{bindir}:/usr/bin:/bin")
+    assert r.stdout.strip() == "allowed"
 
 
 def test_bootstrap_when_nothing_is_missing_says_so_in_one_line():

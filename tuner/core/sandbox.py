@@ -20,8 +20,8 @@ A sandbox whose pid file names a dead process is CRASHED: it is reported, and
 from __future__ import annotations
 
 import dataclasses
-import json
 import enum
+import json
 import os
 import re
 import secrets
@@ -381,8 +381,8 @@ class Sandbox:
                                f"see {self.error_log}")
         if self.needs_bootstrap:
             self._bootstrap_credentials()
-        elif not recover:
-            self._note_timing("start_s", time.monotonic() - t0)  # a first start also sets up credentials
+        elif not recover:  # a first start also sets up credentials, a recovery replays redo: neither is typical
+            self._note_timing("start_s", time.monotonic() - t0)
         return time.monotonic() - t0
 
     def effective_options(self, extra_args: list[str] | None = None) -> dict[str, str]:

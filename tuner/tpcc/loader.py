@@ -533,9 +533,9 @@ class _Progress:
         if self.bar is not None:
             with self.lock:
                 task_id = self.task_ids[table]
-                done = self.bar.tasks[task_id].completed + n
-                if done > (self.bar.tasks[task_id].total or 0):
-                    self.bar.update(task_id, total=done)
+                task = next(t for t in self.bar.tasks if t.id == task_id)
+                if task.completed + n > (task.total or 0):
+                    self.bar.update(task_id, total=task.completed + n)
                 self.bar.advance(task_id, n)
 
     def finish(self) -> None:

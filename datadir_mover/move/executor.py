@@ -27,7 +27,7 @@ from datadir_mover.move import components, placement, verify
 from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
 from datadir_mover.move.journal import STATES, Journal, all_journals, crash_point, moves_dir
 from datadir_mover.move.plan import TYPICAL_START_S, Plan
-from tuner.core.sandbox import port_in_use
+from tuner.core.sandbox import on_destroy, port_in_use
 
 PRECOPY_MAX_PASSES = 5
 PRECOPY_ENOUGH_S = 1.0  # a pass this short leaves little for the offline delta: stop iterating
@@ -607,6 +607,11 @@ def close_moves_of_sandbox(name: str) -> list[str]:
                    f"entr{'y' if n == 1 else 'ies'} the sandbox owned from {result['target_dir']}")
     return out
 
+
+
+# every process that can move files (the CLI, sweeps, tests) imports this module: from then on destroying a
+# sandbox closes its moves
+on_destroy(close_moves_of_sandbox)
 
 
 def status_of(journal: Journal) -> dict[str, Any]:

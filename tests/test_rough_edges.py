@@ -15,7 +15,13 @@ import urllib.request
 
 import pytest
 
-from conftest import REPO, run_cli
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real CLI (module-scoped fixtures cannot use the function-scoped `cli`)."""
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=600)
 
 
 def popen_cli(*args: str, env: dict | None = None) -> subprocess.Popen:
@@ -26,26 +32,29 @@ def popen_cli(*args: str, env: dict | None = None) -> subprocess.Popen:
 # -- sandbox create / status / server inspect ----------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def made(innotier_home):
-    names = []
-    yield names
-    for n in names:
-        run_cli("sandbox", "destroy", n, "--force")
-
-
-def test_sandbox_create_says_the_page_size_one_way(cli, made):
+def created(innotier_home):
+    """Two stopped sandboxes: page size given in bytes, and taken from a profile; {name: (create output, form)}."""
+    out = {}
     for name, args, expect in (("pg-flag", ["--page-size", "8192"], "8k"),
                                ("pg-profile", ["--profile", "dissertation-tuning"], "16k")):
-        made.append(name)
-        out = cli("sandbox", "create", name, *args, check=True).stdout
+        r = run("sandbox", "create", name, *args)
+        assert r.returncode == 0, r.stderr
+        out[name] = (r.stdout, expect)
+    yield out
+    for name in out:
+        run("sandbox", "destroy", name, "--force")
+
+
+def test_sandbox_create_says_the_page_size_one_way(cli, created):
+    for name, (out, expect) in created.items():
         assert f"page size {expect}," in out, out
         status = cli("sandbox", "status", name, check=True).stdout
         assert re.search(rf"^page_size\s+{expect}$", status, re.M), status
         assert cli("sandbox", "list", "--json", check=True).stdout.count(f'"page_size": "{expect}"') >= 1
 
 
-def test_sandbox_status_of_a_stopped_sandbox_has_no_pid_none(cli, made):
-    name = made[0]
+def test_sandbox_status_of_a_stopped_sandbox_has_no_pid_none(cli, created):
+    name = "pg-flag"
     out = cli("sandbox", "status", name, check=True).stdout
     assert re.search(r"^state\s+stopped$", out, re.M)
     assert "None" not in out and not re.search(r"^pid\b", out, re.M), out

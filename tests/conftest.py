@@ -15,6 +15,12 @@ from pathlib import Path
 
 import pytest
 
+# mysql-connector's C extension dlopens libstdc++, which needs glibc's static TLS; once matplotlib.image is loaded
+# (tests/sweep/test_sweep_e2e.py reads its PNGs) that space is gone and the extension fails with "cannot allocate
+# memory in static TLS block", reported as "C Extension not available" by every later connection.  Loading it first
+# in every test process keeps the outcome independent of which tests run and in what order.
+import _mysql_connector  # noqa: F401,E402
+
 REPO = Path(__file__).resolve().parent.parent
 # recorded real output for what this machine lacks (md RAID, pmem, NVMe, peer tools); each group's README
 # gives the provenance of every file

@@ -99,6 +99,6 @@ def test_wheel_declares_its_data_folders_without_warnings(tmp_path):
     names = zipfile.ZipFile(next((tmp_path / "wheels").glob("innotier-*.whl"))).namelist()
     for data in ("profiles/catalog/options.yaml", "profiles/catalog/recorded/mariadb-10.11-option-names.txt",
                  "profiles/shipped/ssd-default.yaml", "tuner/sweep/specs/demo.yaml",
-                 "tuner/sweep/templates/report.md.j2"):
+                 "tuner/sweep/templates/report.md.j2", "tuner/fleet/playbooks/install.yml"):
         assert data in names, data
     assert not [n for n in names if "__pycache__" in n]

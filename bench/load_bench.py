@@ -2,7 +2,7 @@
 """How long does loading TPC-C take?  Ours and, given their paths, the peers', side by side.
 
 Creates a fresh MariaDB sandbox with the settings the peers were measured with
-(../shared/fixtures/peer-output/README.txt: innodb_buffer_pool_size=1G,
+(tests/fixtures/recorded/peer-output/README.txt: innodb_buffer_pool_size=1G,
 innodb_flush_method=O_DIRECT, innodb_log_file_size=256M, max_connections=500,
 everything else default), then for each loader runs N loads (default 3) of W
 warehouses (default 4) and prints min / median / max of:

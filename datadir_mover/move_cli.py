@@ -12,7 +12,7 @@ from tuner.core.server import COMPONENTS
 from datadir_mover.move.plan import MoveRequest
 from datadir_mover.move import plan as planmod
 from tuner.core.durable import write_json_atomic
-from datadir_mover.move.executor import Executor, status_of
+from datadir_mover.move.executor import Executor, status_of  # also registers the sandbox-destroy closer
 from datadir_mover.move.journal import all_journals, find
 
 EPILOG = ("Components: datadir, redo (innodb_log_group_home_dir), ibdata (innodb_data_home_dir; holds the doublewrite "

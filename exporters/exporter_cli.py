@@ -27,7 +27,8 @@ def _register_exporter(sub) -> None:
     p = sub.add_parser(
         "exporter", help="serve a server's InnoDB counters (and run info) for Prometheus",
         description="Serve /metrics for Prometheus: the InnoDB counters of one server (SHOW GLOBAL STATUS), "
-                    "the server-side New-Order count when --database names a TPC-C schema, and run info given "
+                    "the server-side New-Order count from a TPC-C schema (--database; by default `tpcc` when the "
+                    "server has it), and run info given "
                     "with --info. Listens on 127.0.0.1 unless told otherwise. An unreachable server does not "
                     "stop it: innotier_collector_success{collector=\"innodb\"} is 0 until the server answers. "
                     "TPC-C runs serve their own metrics with `tpcc run --metrics-listen`.",
@@ -59,13 +60,13 @@ def _register_dashboards(sub) -> None:
 
 
 def _exporter(args: argparse.Namespace) -> int:
-    from exporters.standalone import serve_forever, start_standalone  # deferred: prometheus_client, ~40 ms of start-up
+    from exporters.standalone import serve_forever, start_standalone, with_tpcc_default  # deferred: prometheus_client, ~40 ms of start-up
     parse_listen(args.listen)  # a bad address fails before anything else
     info = parse_key_values(args.info, "--info")
-    spec = connection_from_args(args)
+    spec, how = with_tpcc_default(connection_from_args(args))
     exporter = start_standalone(args.listen, spec, info=info, disabled=tuple(args.no_collector),
                                 driver_id=args.driver_id)
-    return serve_forever(exporter, spec.describe())
+    return serve_forever(exporter, f"{spec.describe()}, TPC-C New-Orders from {how}")
 
 
 def _dashboards_generate(args: argparse.Namespace) -> int:

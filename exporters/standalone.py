@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
+from tuner.core.errors import ServerError
+
 from exporters.collectors import Scrape, build_sources
 from exporters.listen import MetricsServer, parse_listen, serve
 from exporters.naming import DEFAULT_DRIVER_ID
@@ -35,6 +37,33 @@ class StandaloneExporter:
     def stop(self) -> None:
         self.server.stop()
         self.scrape.close()
+
+
+DEFAULT_TPCC_DATABASE = "tpcc"  # the workload commands' default schema
+TPCC_SCHEMA_SQL = ("SELECT COUNT(*) FROM information_schema.tables "
+                   "WHERE table_schema = %s AND table_name = 'district'")
+
+
+def with_tpcc_default(spec):
+    """``spec`` naming the TPC-C schema to count New-Orders in: the one given, else ``tpcc`` when the server
+    has it (or cannot be asked yet: the collector then reports failure until the server answers), else none.
+
+    Returns (spec, how) where ``how`` says where the schema came from, for the start-up line."""
+    if spec.database:
+        return spec, f"database {spec.database} (--database)"
+    try:
+        conn = spec.connect(connection_timeout=5)
+    except ServerError:
+        return spec.with_database(DEFAULT_TPCC_DATABASE), f"database {DEFAULT_TPCC_DATABASE} (default; server not reachable yet)"
+    try:
+        cur = conn.cursor()
+        cur.execute(TPCC_SCHEMA_SQL, (DEFAULT_TPCC_DATABASE,))
+        found = cur.fetchone()[0] > 0
+    finally:
+        conn.close()
+    if found:
+        return spec.with_database(DEFAULT_TPCC_DATABASE), f"database {DEFAULT_TPCC_DATABASE} (found on the server)"
+    return spec, f"no {DEFAULT_TPCC_DATABASE} schema on the server (name one with --database)"
 
 
 def start_standalone(listen: str, spec, info: dict | None = None, disabled: tuple[str, ...] = (),

@@ -174,6 +174,10 @@ class Catalog:
                 return r
         return None
 
+    def sources_for(self, option: str) -> list[str]:
+        """The distinct manual pages an option's rows cite, in catalog order."""
+        return list(dict.fromkeys(r.source for r in self.rows if r.option == option))
+
     def options(self) -> list[str]:
         return sorted({r.option for r in self.rows})
 
@@ -210,6 +214,21 @@ class Catalog:
                 row = next((r for r in self.rows if r.option == option and r.applies(fam, v)), None)
                 out[option][f"{fam}-{series}"] = row.status if row else "-"
         return out
+
+
+_REFMAN = re.compile(r"dev\.mysql\.com/doc/refman/([\d.]+)/en/([^#]+?)(?:\.html)?(?:#(.*))?$")
+
+
+def short_source(url: str) -> str:
+    """A source in a form that fits a table cell: ``MySQL 8.0 innodb-parameters``, ``MariaDB docs
+    innodb-system-variables``; the page, not the anchor (the option's own name).  Full URLs: --wide, --json."""
+    m = _REFMAN.search(url)
+    if m:
+        return f"MySQL {m.group(1)} {m.group(2)}"
+    page = url.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    if "mariadb.com" in url:
+        return f"MariaDB docs {page}"
+    return page or url
 
 
 @functools.lru_cache(maxsize=None)

@@ -304,6 +304,10 @@ def lint_file(path: str | os.PathLike, flavor: Flavor, version: Version, tier_pa
     p = os.fspath(path)
     if not os.path.isfile(p):
         raise ProfileError(f"option file {p} does not exist; give the path of a my.cnf or conf.d file")
+    if tier_path is not None and not os.path.isdir(tier_path):
+        what = "is not a directory" if os.path.exists(tier_path) else "does not exist"
+        raise ProfileError(f"--tier {tier_path} {what}; give the directory the data files live or will live in "
+                           "(create or mount the tier first)")
     cat = load_catalog()
     parsed = parse_option_file(p, cat.known_names(target))
     findings = [Finding("error", "-", msg, "fix the line", where) for where, msg in parsed.problems]

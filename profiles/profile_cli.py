@@ -16,7 +16,7 @@ from tuner.core.durable import write_atomic
 from tuner.core.server import inspect
 from profiles.lint import has_errors, lint_file
 from profiles.diff import diff, pt_config_diff, resolve_side, side_from_server
-from profiles.catalog import load_catalog
+from profiles.catalog import load_catalog, short_source
 
 DEFAULT_DROP_IN = "40-innotier-profile.cnf"
 
@@ -79,9 +79,11 @@ def register(sub) -> None:
     sh.add_argument("--json", action="store_true")
     sh.set_defaults(func=cmd_show)
 
-    c = s.add_parser("catalog", help="catalog coverage: options x reference versions, or one option's rows")
-    c.add_argument("--option", help="show the rows of one option (with sources)")
-    c.add_argument("--json", action="store_true")
+    c = s.add_parser("catalog", help="catalog coverage: options x reference versions, each row citing the manual; "
+                                     "or one option's rows")
+    c.add_argument("--option", help="show the rows of one option, each with its full source URL")
+    c.add_argument("--wide", action="store_true", help="full source URLs instead of the short form")
+    c.add_argument("--json", action="store_true", help="print JSON (full source URLs)")
     c.set_defaults(func=cmd_catalog)
 
 
@@ -202,10 +204,12 @@ def cmd_diff(args) -> int:
     elif not rows:
         print(f"no differences between {sides['a'].label} and {sides['b'].label} ({target.describe()})")
     else:
+        # the legend on its own lines: as a table title it wraps to the (narrow) table's width
+        print(f"A = {sides['a'].label}")
+        print(f"B = {sides['b'].label}")
         print_table([{"option": r.option, "A": (r.a if r.a is not None else "(unset)") + (" (default)" if r.a_default else ""),
                       "B": (r.b if r.b is not None else "(unset)") + (" (default)" if r.b_default else "")}
-                     for r in rows], ["option", "A", "B"],
-                    title=f"A = {sides['a'].label}; B = {sides['b'].label}")
+                     for r in rows], ["option", "A", "B"])
     if args.pt_config_diff:
         print("--- pt-config-diff ---")
         sys.stdout.write(pt_config_diff(sides["a"], sides["b"], spec))
@@ -258,22 +262,31 @@ def cmd_catalog(args) -> int:
         if not rows:
             raise UsageError(f"{args.option} is not in the catalog; `innotier profile catalog` lists the options")
         data = [{"flavor": r.flavor, "since": str(r.since), "until": str(r.until) if r.until else "",
-                 "status": r.status, "type": r.type, "values": ",".join(r.values), "default": r.default,
+                 "status": r.status, "type": r.type, "values": ", ".join(r.values), "default": r.default,
                  "change": r.change, "replaced_by": r.replaced_by, "note": r.note, "source": r.source,
                  "evidence": r.evidence} for r in rows]
         if args.json:
             print_json(data)
         else:
-            print_table(data, ["flavor", "since", "until", "status", "values", "default", "change", "source"],
-                        title=args.option)
+            print_table(data, ["flavor", "since", "until", "status", "values", "default", "change"],
+                        title=args.option, fold=("values",))
+            # whole URLs on their own lines: never cut, and a terminal can open them
+            print("sources:")
+            for r in data:
+                span = f"{r['since']}-{r['until']}" if r["until"] else f"{r['since']}+"
+                print(f"  {r['flavor']} {span}: {r['source']}")
         return 0
     cov = cat.coverage()
     if args.json:
-        print_json(cov)
+        print_json({o: {**row, "sources": cat.sources_for(o)} for o, row in cov.items()})
         return 0
     cols = list(next(iter(cov.values())).keys())
-    print_table([{"option": o, **row} for o, row in cov.items()], ["option", *cols],
-                title=f"catalog coverage: {len(cov)} options x {len(cols)} versions")
+    cite = (lambda url: url) if args.wide else short_source
+    rows = [{"option": o, **row, "sources": "\n".join(dict.fromkeys(cite(u) for u in cat.sources_for(o)))}
+            for o, row in cov.items()]
+    print_table(rows, ["option", *cols, "sources"], fold=("sources",),
+                title=f"catalog coverage: {len(cov)} options x {len(cols)} versions"
+                      + ("" if args.wide else " (full source URLs: --wide, --json, --option NAME)"))
     print_table(verified_counts(cat, cols), ["series", "rows", "verified", "recording"],
                 title="rows read back from a real binary (profiles/catalog/recorded/)")
     return 0

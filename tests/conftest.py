@@ -15,9 +15,16 @@ from pathlib import Path
 
 import pytest
 
+# mysql-connector's C extension dlopens libstdc++, which needs glibc's static TLS; once matplotlib.image is loaded
+# (tests/sweep/test_sweep_e2e.py reads its PNGs) that space is gone and the extension fails with "cannot allocate
+# memory in static TLS block", reported as "C Extension not available" by every later connection.  Loading it first
+# in every test process keeps the outcome independent of which tests run and in what order.
+import _mysql_connector  # noqa: F401,E402
+
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+# recorded real output for what this machine lacks (md RAID, pmem, NVMe, peer tools); each group's README
+# gives the provenance of every file
+FIXTURES = REPO / "tests" / "fixtures" / "recorded"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -61,8 +68,9 @@ def shared_sandbox(innotier_home):
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
+    """tests/fixtures/recorded: one folder per group (hardware, local-tiers, peer-output), each with a README."""
     if not FIXTURES.is_dir():
-        pytest.fail(f"recorded fixtures not found at {FIXTURES}; the checkout must sit beside shared/")
+        pytest.fail(f"recorded fixtures not found at {FIXTURES}; fix: restore tests/fixtures/recorded from git")
     return FIXTURES
 
 

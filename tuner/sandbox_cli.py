@@ -7,6 +7,7 @@ import time
 from tuner.core import sandbox as sbx
 from tuner.core.cliutil import parse_key_values, print_json, print_table
 from tuner.core.errors import UsageError
+from tuner.core.units import page_size_label
 from profiles.apply import apply_profile_to_sandbox, load_profile_for_sandbox
 
 
@@ -84,7 +85,7 @@ def cmd_create(args) -> int:
         out.update({"create_seconds": round(created, 3), "start_seconds": started and round(started, 3)})
         print_json(out)
     else:
-        print(f"created sandbox {sb.name}: {sb.flavor.value} {sb.version}, page size {args.page_size}, "
+        print(f"created sandbox {sb.name}: {sb.flavor.value} {sb.version}, page size {page_size_label(sb.page_size)}, "
               f"port {sb.port}, datadir {sb.datadir} ({created:.1f} s)")
         if started is not None:
             print(f"started sandbox {sb.name} in {started:.1f} s (socket {sb.socket})")
@@ -114,13 +115,15 @@ def cmd_status(args) -> int:
         print_json(st)
     else:
         for k, v in st.items():
-            print(f"{k:<10} {v}")
+            if v is not None:  # a stopped sandbox has no pid: the state line says so
+                print(f"{k:<10} {v}")
     return 0 if st["state"] != "crashed" else 1
 
 
 def cmd_destroy(args) -> int:
     sb = sbx.Sandbox.load(args.name)
-    sb.destroy(force=args.force)
+    for line in sb.destroy(force=args.force):
+        print(line)
     print(f"destroyed sandbox {args.name}")
     return 0
 

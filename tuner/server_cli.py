@@ -9,6 +9,9 @@ from tuner.core.errors import UsageError
 from tuner.core.server import inspect
 from tuner.core.servers import build, tree
 from tuner.core.servers.distributions import DISTRIBUTIONS, known_names
+from tuner.core.units import page_size_label, size_with_bytes
+
+BYTE_VARIABLES = {"innodb_buffer_pool_size", "innodb_log_file_size", "innodb_redo_log_capacity"}
 
 
 def register(sub) -> None:
@@ -99,7 +102,7 @@ def cmd_inspect(args) -> int:
         return 0
     print(f"{model.flavor.value} {model.version} ({model.version_string}), {model.managed}"
           + (f" {model.sandbox}" if model.sandbox else ""))
-    print(f"  page size          {model.page_size}")
+    print(f"  page size          {page_size_label(model.page_size)} ({model.page_size} bytes)")
     for comp, path in model.locations().items():
         note = "" if path else "(in ibdata: this version has no separate doublewrite files)"
         print(f"  {comp:<18} {path or note}")
@@ -107,5 +110,8 @@ def cmd_inspect(args) -> int:
               "innodb_buffer_pool_instances", "innodb_log_file_size", "innodb_redo_log_capacity",
               "innodb_flush_log_at_trx_commit"):
         if k in model.variables:
-            print(f"  {k:<32} {model.variables[k]}")
+            value = model.variables[k]
+            if k in BYTE_VARIABLES and str(value).isdigit():
+                value = size_with_bytes(int(value))
+            print(f"  {k:<32} {value}")
     return 0

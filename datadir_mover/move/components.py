@@ -1,6 +1,8 @@
 """What each movable InnoDB component is: its option, where it lives, which files are its own.
 
-Facts per flavor and version (../shared/research/anchors-and-server-facts.md §2.1):
+Facts per flavor and version (MySQL 8.0/8.4 Reference Manual "InnoDB Startup Options and System
+Variables" and "Moving Tablespace Files While the Server is Offline"; MariaDB KB "InnoDB System
+Variables" and "InnoDB Redo Log"; MDEV-27199):
 
 - datadir: everything in ``datadir`` (schemas, ibdata, redo, undo, Aria logs) except what
   lives elsewhere; ``ibtmp1`` is recreated at every start and never copied.

@@ -93,6 +93,10 @@ class SandboxControl:
     def connection_spec(self) -> ConnectionSpec:
         return self.sandbox().connection_spec()
 
+    def timings(self) -> dict[str, float]:
+        """This server's last measured start and stop seconds (for the downtime estimate)."""
+        return self.sandbox().timings()
+
     def can_drive(self) -> tuple[bool, str]:
         return True, ""
 
@@ -157,6 +161,9 @@ class SystemdControl:
 
     def record_files(self) -> list[Path]:
         return []
+
+    def timings(self) -> dict[str, float]:
+        return {}  # not measured for a system service: the estimate uses typical figures
 
     def connection_spec(self) -> ConnectionSpec:
         return self.spec

@@ -25,9 +25,9 @@ from tuner.core.units import human_size
 from datadir_mover import apparmor
 from datadir_mover.move import components, placement, verify
 from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
-from datadir_mover.move.journal import STATES, Journal, crash_point, moves_dir
+from datadir_mover.move.journal import STATES, Journal, all_journals, crash_point, moves_dir
 from datadir_mover.move.plan import TYPICAL_START_S, Plan
-from tuner.core.sandbox import port_in_use
+from tuner.core.sandbox import on_destroy, port_in_use
 
 PRECOPY_MAX_PASSES = 5
 PRECOPY_ENOUGH_S = 1.0  # a pass this short leaves little for the offline delta: stop iterating
@@ -376,6 +376,20 @@ class Executor:
         fsync_dir(target)
         return n
 
+    # ------------------------------------------------------------------ close
+
+    def close(self, reason: str) -> dict[str, Any]:
+        """The server is gone for good (its sandbox is being destroyed): remove what the move put in the target."""
+        self.journal.lock()
+        try:
+            self.journal.begin("CLOSE", reason=reason)
+            removed = self._remove_target()
+            self.journal.finish("CLOSE", removed=removed)
+        finally:
+            self.journal.unlock()
+        return {"move_id": self.plan.move_id, "component": self.plan.component, "target_dir": self.plan.target_dir,
+                "removed": removed}
+
     # ------------------------------------------------------------------ finalize
 
     def finalize(self) -> dict[str, Any]:
@@ -575,6 +589,29 @@ class Executor:
                 "to": self.plan.target_dir, "phase": self.journal.phase, "state": self.journal.describe(),
                 "copy": self.journal.data("COPY"), "precopy": self.journal.data("PRECOPY"),
                 "verify_server": self.journal.data("VERIFY_SERVER"), **self.timings()}
+
+
+def close_moves_of_sandbox(name: str) -> list[str]:
+    """Close every move of sandbox ``name`` (being destroyed, its server stopped): remove the files each move
+    placed in its target (only the move's own entries; the target directory too when the move created it) and
+    journal CLOSE, so `move status` stops saying the server uses the new location.  One line per move."""
+    out = []
+    for journal in all_journals():
+        control = journal.plan()["control"]
+        if control.get("kind") != "sandbox" or control.get("name") != name or journal.phase in ("rolled_back",
+                                                                                                 "closed"):
+            continue
+        result = Executor.open(journal).close(f"sandbox {name} destroyed")
+        n = result["removed"]
+        out.append(f"closed move {result['move_id']} ({result['component']}): removed {n} "
+                   f"entr{'y' if n == 1 else 'ies'} the sandbox owned from {result['target_dir']}")
+    return out
+
+
+
+# every process that can move files (the CLI, sweeps, tests) imports this module: from then on destroying a
+# sandbox closes its moves
+on_destroy(close_moves_of_sandbox)
 
 
 def status_of(journal: Journal) -> dict[str, Any]:

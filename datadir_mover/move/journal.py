@@ -59,6 +59,8 @@ from tuner.core.paths import innotier_home
 STATES = ("PLAN", "PRECOPY", "SHUTDOWN", "COPY", "VERIFY", "SWITCH", "START", "VERIFY_SERVER", "COMMIT")
 OFFLINE_STATES = ("COPY", "VERIFY", "SWITCH")  # the server must be stopped while these run
 AFTER_COMMIT = ("FINALIZE",)
+# CLOSE (begin, done) ends a move whose sandbox is destroyed, from any phase but rolled back: the files the
+# move placed in the target belong to the sandbox and are removed; nothing is left to resume or finalize
 CRASH_ENV = "INNOTIER_MOVE_CRASH_AT"
 
 
@@ -131,7 +133,9 @@ class Journal:
 
     @property
     def phase(self) -> str:
-        """open, committed, finalized or rolled_back."""
+        """open, committed, finalized, rolled_back or closed (its sandbox was destroyed)."""
+        if self.done("CLOSE"):
+            return "closed"
         if self.done("ROLLBACK"):
             return "rolled_back"
         if self.done("FINALIZE"):
@@ -157,6 +161,9 @@ class Journal:
         if last is None:
             return "empty journal (nothing was done)"
         phase = self.phase
+        if phase == "closed":
+            return (f"closed: {self.plan()['control']['describe']} was destroyed and the files it owned in "
+                    f"{self.plan()['target_dir']} were removed")
         if phase == "rolled_back":
             return "rolled back: the server uses the old location"
         if phase == "finalized":

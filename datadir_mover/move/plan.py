@@ -30,7 +30,7 @@ from tuner.core.sandbox import Sandbox
 PLAN_VERSION = 1
 SAMPLE_DESC = f"({sample.SAMPLE_ROWS} rows from each end of the primary key)"
 RECENT_SECONDS = 60  # files modified this recently are counted as "changed again" for the pre-copy estimate
-TYPICAL_START_S = 3.0  # server start and accept, measured on sandboxes here (2-4 s); an estimate, not a promise
+TYPICAL_START_S = 3.0  # server start and accept when this server's own start was never measured; an estimate
 CHANGE_SAMPLE_S = 1.0  # how long the plan watches the server's write rate (pre-copy estimate)
 SCAN_SPEEDUP = 2.0  # reading and hashing a changed file vs copying it whole (no write, no read-back); measured 2-3x
 HEADER_READ_S = 3e-6  # one page header read (pread of 8 bytes, page cache warm), measured 1-4 us here
@@ -99,7 +99,7 @@ class Plan:
     no_shutdown: bool
     was_running: bool
     allow_same_fs: bool
-    estimates: dict[str, float]
+    estimates: dict[str, Any]
     request: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
@@ -285,7 +285,8 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     rate = _probe_rate(entries, source, target) if (request.probe and entries) else None
     change = _change_rate(spec, model.page_size) if (request.precopy and request.probe and state == "running") else None
     estimates = _estimates(entries, logical, rate, _dirty_bytes(spec, model.page_size), mode, change,
-                           _table_stats(spec), model.page_size)
+                           _table_stats(spec), model.page_size, control.timings(),
+                           request.precopy and comp.copies_files)
     plan = Plan(
         version=PLAN_VERSION, move_id=move_id, created_at=time.time(), component=comp.name, what=comp.what,
         variable=comp.variable, source_dir=source, target_dir=target, target_exists=target_exists,
@@ -328,21 +329,26 @@ def _datadir_followers(model: ServerModel, source: str, target: str) -> dict[str
 
 
 def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str, change: float | None,
-               tables: tuple[int, int], page_size: int = 16384) -> dict[str, float]:
+               tables: tuple[int, int], page_size: int = 16384, measured: dict[str, float] | None = None,
+               precopy: bool = False) -> dict[str, Any]:
     """Seconds each step and each verification level will take, from the probes (or stated defaults).
 
     With the pre-copy, the offline delta pass reads one page header per page of the files
     that changed since the last online pass (those written in the last ``RECENT_SECONDS``)
     and copies the blocks the server wrote since that pass began: the measured change rate
     over one pass (a re-read of those files, ``SCAN_SPEEDUP`` times the copy rate) and the
-    shutdown.  Files that are not tablespaces (the redo log) are re-read whole.
+    shutdown.  Files that are not tablespaces (the redo log) are re-read whole.  Shutdown and start are this
+    server's own last figures when it has them (sandboxes record them in timings.json), else typical ones.
     """
     now = time.time()
     files = [(rel, st) for rel, st in entries if stat.S_ISREG(st.st_mode) and now - st.st_mtime < RECENT_SECONDS]
     recent = sum(st.st_size for _, st in files)
     plain = sum(st.st_size for rel, st in files if not TABLESPACE_NAME.search(rel))
     r = rate or 100e6
-    shutdown = 1.0 + dirty / 200e6 + (5.0 if mode == "slow" else 0.0)
+    measured = measured or {}
+    stop_key = f"stop_{mode}_s"
+    shutdown = (measured[stop_key] if stop_key in measured else 1.0 + (5.0 if mode == "slow" else 0.0)) + dirty / 200e6
+    start = measured.get("start_s", TYPICAL_START_S)
     copy_all = logical / r
     last_pass = recent / (r * SCAN_SPEEDUP)
     delta_written = min(recent, (change or 0.0) * (last_pass + shutdown))
@@ -351,11 +357,15 @@ def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str,
     n_tables, table_bytes = tables
     sample_s = sample.estimate_seconds(n_tables)
     return {"copy_rate_bytes_per_s": round(r), "copy_rate_measured": bool(rate),
-            "shutdown_s": round(shutdown, 1), "start_s": TYPICAL_START_S,
+            "shutdown_s": round(shutdown, 2), "start_s": round(start, 2),
+            "server_times": "measured on this server" if ("start_s" in measured and stop_key in measured)
+            else "typical",
             "copy_offline_s": round(copy_all, 1), "delta_bytes": recent, "copy_delta_s": round(copy_delta, 1),
             "change_rate_bytes_per_s": round(change or 0.0), "change_rate_measured": change is not None,
-            "downtime_s": round(shutdown + copy_all + TYPICAL_START_S, 1),
-            "downtime_with_precopy_s": round(shutdown + copy_delta + TYPICAL_START_S, 1),
+            "downtime_s": round(shutdown + copy_all + start, 1),
+            "downtime_with_precopy_s": round(shutdown + copy_delta + start, 1),
+            "downtime_expected_s": round(shutdown + (copy_delta if precopy else copy_all) + start, 1),
+            "precopy": precopy,
             "tables": n_tables, "table_bytes": table_bytes,
             # files: the read-back is part of the copy (in the copy rate); sample: under the read lock before
             # the stop, again after the start without a lock; tables: CHECKSUM TABLE twice, writes blocked
@@ -426,9 +436,13 @@ def render(plan: Plan) -> str:
                    f"allocated): {', '.join(plan.names[:6])}{' ...' if len(plan.names) > 6 else ''}")
     out.append(f"  space: needs {human_size(plan.space_required)}, target has {human_size(plan.space_available)} free")
     rate = f"{human_size(e['copy_rate_bytes_per_s'])}/s {'measured' if e['copy_rate_measured'] else 'assumed'}"
-    out.append(f"  expected downtime: {e['downtime_s']:.1f} s offline copy; {e['downtime_with_precopy_s']:.1f} s "
-               f"with the online pre-copy (--precopy)  [copy rate {rate}; shutdown ~{e['shutdown_s']:.1f} s, "
-               f"start ~{e['start_s']:.0f} s]")
+    if plan.precopy:
+        headline = (f"{e['downtime_with_precopy_s']:.1f} s with the online pre-copy "
+                    f"({e['downtime_s']:.1f} s without it)")
+    else:
+        headline = f"{e['downtime_s']:.1f} s offline copy ({e['downtime_with_precopy_s']:.1f} s with --precopy)"
+    out.append(f"  expected downtime: {headline}  [copy rate {rate}; shutdown ~{e['shutdown_s']:.1f} s and start "
+               f"~{e['start_s']:.1f} s, {e.get('server_times', 'typical')}]")
     out.append(f"  verification ({plan.verify}): copy read back from the target, included in the copy time; "
                f"sample of {e.get('tables', 0)} tables ~{e.get('verify_sample_s', 0):.1f} s before the stop and "
                f"again after the start; CHECKSUM TABLE of {human_size(e.get('table_bytes', 0))} "

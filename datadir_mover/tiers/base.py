@@ -94,7 +94,7 @@ def check_ram_size(size: int, host: Host, what: str) -> None:
 
 def mkfs_argv(fs: str, device: str, *, for_dax: bool = False, raid_stride: tuple[int, int] | None = None) -> list[str]:
     """mkfs command for a new tier.  DAX needs the file-system block size equal to the page size (4096)
-    and, on xfs, no reflink ("DAX and reflink cannot be used together", see fixtures/hardware/dmesg)."""
+    and, on xfs, no reflink ("DAX and reflink cannot be used together", pmem docs; recorded in tests/fixtures/recorded/hardware/dmesg)."""
     if fs == "ext4":
         argv = ["mkfs.ext4", "-q", "-F", "-b", "4096"]
         extended = []

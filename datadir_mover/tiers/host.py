@@ -1,8 +1,8 @@
 """Where detection reads from: a /sys root, a /proc root and a command runner.
 
 On a live host these are /sys, /proc and subprocess.  In tests they are recorded
-trees (../shared/fixtures/hardware, ../shared/fixtures/local-tiers) and recorded
-command outputs, so code paths for hardware that is not here (md RAID, pmem,
+trees (tests/fixtures/recorded/hardware and local-tiers in the repository, each
+file's source in that folder's README) and recorded command outputs, so code paths for hardware that is not here (md RAID, pmem,
 NVMe) run on real captures.
 """
 

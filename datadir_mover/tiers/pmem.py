@@ -2,7 +2,7 @@
 
 Facts (pmem.io docs, ndctl-create-namespace(1), Documentation/filesystems/dax.rst):
 - ``memmap=4G!12G`` on the kernel command line reserves 4 GiB at 12 GiB as e820 type 12
-  ("persistent (type 12)", fixtures/hardware/dmesg); the kernel exposes it as /dev/pmemN on
+  ("persistent (type 12)", tests/fixtures/recorded/hardware/dmesg); the kernel exposes it as /dev/pmemN on
   the ``e820`` bus.  It is DRAM: it is lost at power-off, so innotier counts it volatile.
 - ``ndctl create-namespace --mode=fsdax`` gives a /dev/pmemN[.M] block device that file
   systems can mount with DAX; ``-f -e namespace0.0 --mode=fsdax`` reconfigures an existing

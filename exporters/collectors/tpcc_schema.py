@@ -2,8 +2,8 @@
 
 HammerDB's NOPM is the growth of ``SELECT SUM(d_next_o_id) FROM district`` per minute
 (HammerDB docs 3.3 ch03s04: new orders counted by the database, comparable across
-databases; see ../shared/research/anchors-and-server-facts.md 1.1).  ``innotier_tpcc_district_orders_total`` is that sum minus
-one per district (orders ever created, loaded ones included), so
+databases; HammerDB's src/mysql/mysqlotc.tcl reads it at the start and end of a run).
+``innotier_tpcc_district_orders_total`` is that sum minus one per district (orders ever created, loaded ones included), so
 ``rate(innotier_tpcc_district_orders_total[1m]) * 60`` is NOPM; the ``innotier_tpcc_nopm``
 gauge is the same over the sliding window.  Read only when a TPC-C database is named.
 """

@@ -2,7 +2,7 @@
 
 Each corpus file says, in its header: `# target: FLAVOR-VERSION`, `# expect: SEVERITY OPTION`
 (the planted finding), and optionally `# datadir: 8k` (a real 8k MariaDB datadir), `# tier: ramfs`
-(a real ramfs mount) or `# tier: dax` (the recorded ext4-DAX mount from ../shared/fixtures).
+(a real ramfs mount) or `# tier: dax` (the recorded ext4-DAX mount in tests/fixtures/recorded/hardware).
 """
 
 from __future__ import annotations

@@ -115,6 +115,15 @@ def test_two_cell_sweep_results_report_and_metrics(tmp_path, write_spec, backgro
     assert len(shown["cells"]) == 2
     cell = json.loads(cli("results", "show", run_id, cells[1].cell_id, "--json", check=True).stdout)
     assert cell["timeline"] and cell["variables"]["innodb_log_group_home_dir"] == redo_dir
+    # the same cell for people: tables and words, no Python reprs; what the report's "Reproduce" line promises
+    human = cli("results", "show", run_id, cells[1].cell_id, check=True).stdout
+    assert "consistency checks: all passed" in human and "checks: True" not in human
+    assert "{'" not in human and "': " not in human, human
+    for shown_part in ("settings", "option files:", f"server: {cell['server_version']}", "environment", "innotier",
+                       "mysql-connector-python", redo_dir):
+        assert shown_part in human, shown_part
+    assert f"innotier results show {run_id} CELL" in cli("results", "show", run_id, check=True).stdout
+    assert f"`innotier results show {run_id} CELL` prints that cell's settings, option files" in md
     listed = json.loads(cli("results", "list", "--json", check=True).stdout)
     assert any(r["run_id"] == run_id and r["ok_cells"] == 2 for r in listed)
     # running the finished sweep again does nothing

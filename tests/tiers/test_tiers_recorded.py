@@ -1,4 +1,4 @@
-"""Detection on recorded sysfs trees and tool outputs (../shared/fixtures/hardware, local-tiers):
+"""Detection on recorded sysfs trees and tool outputs (tests/fixtures/recorded/hardware, local-tiers):
 md RAID 0/1/5/6/10, pmem/DAX mounts, DCPMM (ndctl/daxctl JSON), NVMe, HDD, and zram as recorded here."""
 
 from __future__ import annotations

@@ -83,13 +83,15 @@ def parse_key_values(items: list[str] | None, what: str = "--option") -> dict[st
     return out
 
 
-def print_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None) -> None:
+def print_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None,
+                fold: tuple[str, ...] = ()) -> None:
+    """A table; columns named in ``fold`` (URLs, paths) break over lines instead of being cut with an ellipsis."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
     for c in columns:
-        table.add_column(c)
+        table.add_column(c, overflow="fold" if c in fold else "ellipsis")
     for r in rows:
         table.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in columns])
     Console().print(table)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import os
 import re
 import secrets
@@ -31,7 +32,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tuner.core.datadir import datadir_page_size
 from tuner.core.durable import write_atomic, write_json_atomic
@@ -39,7 +40,7 @@ from tuner.core.paths import innotier_home, sandboxes_dir
 from tuner.core.errors import SandboxError, ToolMissing, UsageError
 from tuner.core.server import ConnectionSpec, Flavor, Version, flavor_from_version, read_defaults_file
 from tuner.core.servers import tree as server_trees
-from tuner.core.units import PAGE_SIZES, parse_page_size
+from tuner.core.units import page_size_label, parse_page_size
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 SOCKET_PATH_MAX = 107
@@ -380,6 +381,8 @@ class Sandbox:
                                f"see {self.error_log}")
         if self.needs_bootstrap:
             self._bootstrap_credentials()
+        elif not recover:  # a first start also sets up credentials, a recovery replays redo: neither is typical
+            self._note_timing("start_s", time.monotonic() - t0)
         return time.monotonic() - t0
 
     def effective_options(self, extra_args: list[str] | None = None) -> dict[str, str]:
@@ -400,9 +403,20 @@ class Sandbox:
         want = parse_page_size(opts.get("innodb_page_size") or self.page_size)
         if have is not None and have != want:
             raise SandboxError(
-                f"sandbox {self.name}: the datadir was initialized with {PAGE_SIZES.get(have, have)} pages but the "
-                f"server would start with innodb_page_size={PAGE_SIZES.get(want, want)}; the page size is fixed at "
-                f"initialization: start with {PAGE_SIZES.get(have, have)} or create a new sandbox with --page-size")
+                f"sandbox {self.name}: the datadir was initialized with {page_size_label(have)} pages but the "
+                f"server would start with innodb_page_size={page_size_label(want)}; the page size is fixed at "
+                f"initialization: start with {page_size_label(have)} or create a new sandbox with --page-size")
+
+    def timings(self) -> dict[str, float]:
+        """How long this server's last start and clean/slow stops took (``start_s``, ``stop_clean_s``, ...)."""
+        try:
+            return json.loads((self.path / "timings.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _note_timing(self, key: str, seconds: float) -> None:
+        """Kept for estimates (a move's downtime): what this server took, not a typical figure."""
+        write_json_atomic(self.path / "timings.json", {**self.timings(), key: round(seconds, 3)})
 
     def _log_tail(self, offset: int) -> str:
         try:
@@ -481,6 +495,8 @@ class Sandbox:
             # leave the pid file in place, as a crash would: the sandbox now reports CRASHED
             if not self.pid_file.exists():
                 write_atomic(self.pid_file, f"{pid}\n")
+        else:
+            self._note_timing(f"stop_{mode}_s", time.monotonic() - t0)
         return time.monotonic() - t0
 
     @staticmethod
@@ -508,20 +524,40 @@ class Sandbox:
         st = self.state()
         d: dict[str, Any] = {"name": self.name, "state": st.value, "pid": self.running_pid(), "port": self.port,
                              "socket": self.socket, "datadir": self.datadir, "flavor": self.flavor.value,
-                             "version": self.version, "page_size": PAGE_SIZES.get(self.page_size, self.page_size),
+                             "version": self.version, "page_size": page_size_label(self.page_size),
                              "dir": self.dir}
         if st == SandboxState.CRASHED:
             d["problem"] = f"stale pid file names process {self._read_pid()}, which is gone: the server crashed or was killed"
         return d
 
-    def destroy(self, force: bool = False) -> None:
+    def destroy(self, force: bool = False) -> list[str]:
+        """Stop (with force), let the registered closers remove what the sandbox owns elsewhere, remove it.
+
+        Returns one line per thing the closers did (e.g. a move's files removed from a tier)."""
         if self.state() == SandboxState.RUNNING:
             if not force:
                 raise SandboxError(f"sandbox {self.name} is running; stop it first or pass --force")
             self.stop("kill")
+        done: list[str] = []
+        for closer in DESTROY_CLOSERS:
+            done += closer(self.name)
         if os.path.isdir(self.datadir) and not Path(self.datadir).is_relative_to(self.path):
             shutil.rmtree(self.datadir)
         shutil.rmtree(self.path)
+        return done
+
+
+# Closers for what a sandbox owns outside its directory.  The kernel knows nothing of them: whoever puts a
+# sandbox's files elsewhere (the mover: InnoDB components on tiers) registers one with on_destroy().  Each is
+# called with the sandbox's name after the server is stopped and before the directory goes, and returns
+# one line per thing it did.
+DESTROY_CLOSERS: list[Callable[[str], list[str]]] = []
+
+
+def on_destroy(closer: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
+    if closer not in DESTROY_CLOSERS:
+        DESTROY_CLOSERS.append(closer)
+    return closer
 
 
 def validate_name(name: str) -> None:

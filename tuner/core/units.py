@@ -51,6 +51,17 @@ def human_size(n: float) -> str:
 PAGE_SIZES = {4096: "4k", 8192: "8k", 16384: "16k", 32768: "32k", 65536: "64k"}
 
 
+def page_size_label(n: int) -> str:
+    """innodb_page_size the one way people read it everywhere: 4k, 8k, 16k, 32k, 64k."""
+    return PAGE_SIZES.get(n, str(n))
+
+
+def size_with_bytes(n: int) -> str:
+    """A byte count for people with the raw value beside it: ``128M (134217728 bytes)``."""
+    short = format_size(n)
+    return f"{short if short != str(n) else human_size(n)} ({n} bytes)"
+
+
 def parse_page_size(text: str | int) -> int:
     """innodb_page_size: one of 4k, 8k, 16k, 32k, 64k (or the byte value)."""
     try:

@@ -46,7 +46,9 @@ from tuner.core import sandbox as sbx
 # a golden copy is made per distinct value.  innodb_data_file_path (files can only be appended),
 # innodb_checksum_algorithm (page format), lower_case_table_names (MySQL 8.0: initialize only),
 # innodb_undo_tablespaces (fixed at initialize in older servers), default character set (the schema's).
-# Sources: ../shared/research/anchors-and-server-facts.md section 2.1.
+# Sources: MySQL 8.0 Reference Manual, "InnoDB Startup Options and System Variables" (innodb_data_file_path:
+# only appended to; innodb_undo_tablespaces) and "lower_case_table_names" (set only at --initialize);
+# MariaDB KB "InnoDB System Variables" (innodb_checksum_algorithm, innodb_undo_tablespaces).
 INIT_OPTIONS = ("innodb_undo_tablespaces", "innodb_data_file_path", "innodb_checksum_algorithm",
                 "lower_case_table_names", "character_set_server", "collation_server")
 

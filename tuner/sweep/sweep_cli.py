@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from tuner.core.units import format_duration
 from tuner.core.errors import SweepError
@@ -272,6 +273,8 @@ def cmd_results_show(args) -> int:
     print_table(rows, ["#", "cell_id", "cell", "block", "status", "tpmC", "checks", "others' CPU", "noise", "failure"])
     if run.get("stop"):
         print(f"stopped after block {run['stop']['blocks']}: {run['stop']['reason']}")
+    print(f"a cell's settings, option files, server version, tier facts and tool versions: "
+          f"innotier results show {run_id} CELL (# or cell_id; --json adds every server variable)")
     return 0
 
 
@@ -280,18 +283,61 @@ def _share_text(c) -> str:
     return "-" if w.get("others_cpu_share") is None else f"{w['others_cpu_share'] * 100:.0f}%"
 
 
+def _flat(value: Any, prefix: str = "") -> dict[str, str]:
+    """Nested settings/facts as dotted keys with words for values (no Python reprs)."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, (list, tuple)):
+        if all(not isinstance(v, (dict, list, tuple)) for v in value):
+            return {prefix: ", ".join(_word(v) for v in value)}
+        out = {}
+        for i, v in enumerate(value, 1):
+            out.update(_flat(v, f"{prefix}[{i}]"))
+        return out
+    return {prefix: _word(value)}
+
+
+def _word(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:,.2f}".rstrip("0").rstrip(".")
+    return str(v)
+
+
+def _kv_table(title: str, mapping: dict | None, key: str = "setting") -> None:
+    flat = _flat(mapping or {})
+    if flat:
+        print_table([{key: k, "value": v} for k, v in flat.items()], [key, "value"], title=title, fold=("value",))
+
+
 def _print_cell(d: dict) -> None:
     result = d.get("result") or {}
-    print(f"cell {d['cell_id']} (#{d['idx']}, repeat {d['repeat']}): {d['label']} -- {d['status']}")
+    print(f"cell {d['cell_id']} (#{d['idx']}, repeat {d['repeat']}): {d['label']}: {d['status']}")
     if d.get("failure"):
         print(f"failure: {d['failure']}")
-    print(f"settings: {json.dumps(d['settings'], sort_keys=True)}")
+    _kv_table("settings", d.get("settings"))
     if result:
-        print(f"tpmC {result.get('tpmc')}, NOPM {result.get('nopm')}, TPM {result.get('tpm')}, "
-              f"measured {result.get('measured_seconds')} s, errors {result.get('errors')}")
-        for op, lat in sorted((result.get("latency_ms") or {}).items()):
-            print(f"  {op:<13} p50 {lat.get('p50')} ms  p95 {lat.get('p95')} ms  p99 {lat.get('p99')} ms")
-    print(f"checks: {d.get('check_ok')}; server {d.get('server_version')}; phases (s): {d.get('phases')}")
+        print(f"tpmC {_word(result.get('tpmc'))}, NOPM {_word(result.get('nopm'))}, TPM {_word(result.get('tpm'))}; "
+              f"measured {_word(result.get('measured_seconds'))} s; errors {_word(result.get('errors'))}")
+        lat = result.get("latency_ms") or {}
+        if lat:
+            print_table([{"transaction": op, **{q: _word(v.get(q)) for q in ("p50", "p95", "p99", "max")}}
+                         for op, v in sorted(lat.items())], ["transaction", "p50", "p95", "p99", "max"],
+                        title="latency (ms)")
+    ok = d.get("check_ok")
+    failed = [c for c in ((d.get("check") or {}).get("results") or []) if not c.get("passed")]
+    print("consistency checks: " + ("not run" if ok is None else "all passed" if ok else
+          f"{len(failed)} FAILED ({', '.join(str(c.get('clause')) for c in failed)})"))
+    print(f"server: {d.get('server_version') or 'unknown'}")
+    phases = d.get("phases") or {}
+    if phases:
+        print("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
     w = (d.get("noise") or {}).get("window") or {}
     if w:
         print(f"noise: others used {w.get('others_cpu_share', 0) * 100:.0f}% of the CPU ({w.get('others_cores')} cores), "
@@ -300,12 +346,15 @@ def _print_cell(d: dict) -> None:
     p = (d.get("noise") or {}).get("probe") or {}
     if p:
         print(f"probe: CPU loop {p.get('cpu_loop_s')} s, fsync median {p.get('fsync_ms_median')} ms on {p.get('directory')}")
-    print(f"golden: {json.dumps(d.get('golden'), sort_keys=True)}")
-    print(f"tiers: {json.dumps((d.get('tiers') or {}).get('placement'), sort_keys=True)}")
+    _kv_table("golden copy", d.get("golden"), key="fact")
+    tiers = d.get("tiers") or {}
+    _kv_table("placement", {"placement": tiers.get("placement"), "placed": tiers.get("placed")}, key="component")
+    _kv_table("tier facts", {"tiers": tiers.get("facts"), "datadir": tiers.get("datadir")}, key="fact")
+    _kv_table("environment (kernel, tools, versions)", d.get("environment"), key="fact")
     if d.get("option_file"):
-        print("option files:\n" + d["option_file"])
-    print(f"timeline: {len(d.get('timeline') or [])} intervals; variables: {len(d.get('variables') or {})}; "
-          f"pt-mysql-summary: {'stored' if d.get('pt_summary') else 'not stored'} (see --json)")
+        print("option files:\n" + d["option_file"].rstrip("\n"))
+    print(f"timeline: {len(d.get('timeline') or [])} intervals; server variables: {len(d.get('variables') or {})}; "
+          f"pt-mysql-summary: {'stored' if d.get('pt_summary') else 'not stored'} (all of them: --json)")
 
 
 def cmd_results_export(args) -> int:

@@ -45,7 +45,8 @@ def test_move_redo_and_doublewrite(box, cli):
     sb, spec = box["sb"], box["spec"]
     model = inspect(spec)
     redo_to = _next_target(box, model.innodb_log_group_home_dir)
-    r = cli("move", "apply", "redo", "--sandbox", sb.name, "--to", redo_to, "--yes", "--json")
+    r = cli("move", "apply", "redo", "--sandbox", sb.name, "--to", redo_to, "--yes", "--json",
+            "--verify", "tables")  # tables: CHECKSUM TABLE of everything plus the registered TPC-C check
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["verify_server"]["tpcc"] == {"tpcc": "ok"}
     model = inspect(spec)
@@ -86,7 +87,10 @@ def test_kill_mover_then_recover_on_mysql(point, action, box, cli):
     assert r.returncode == 0, f"{action} after a crash at {point} failed:\n{r.stdout}\n{r.stderr}"
     out = json.loads(r.stdout)
     check = out["verify_server"] if action == "resume" else out["check"]
-    assert check["ok"] and check["locations_ok"] and check["tpcc"] == {"tpcc": "ok"}, check
+    assert check["ok"] and check["locations_ok"], check
+    if check.get("mode") == "sample" and check.get("tables"):
+        # the default verification compared every table's sample (no client writes here: nothing excused)
+        assert not check["checksum_problems"] and not check["changed_since_start"], check
     assert sb.state().value == "running"
     expected = target if action == "resume" else here
     assert os.path.realpath(inspect(spec).innodb_log_group_home_dir) == os.path.realpath(expected)

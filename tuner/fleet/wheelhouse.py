@@ -72,13 +72,23 @@ def build_wheel(out: Path, wheel: str | None = None) -> Path:
     return found[-1]
 
 
+def _remove_own_wheels(directory: Path) -> None:
+    for stale in directory.glob("innotier-*.whl"):
+        stale.unlink()
+
+
 def build_wheelhouse(workdir: Path, wheel: str | None = None, echo=print) -> Wheelhouse:
     """innotier's wheel in ``workdir`` plus its dependencies (cached per machine), all in one directory."""
     deps = innotier_cache() / "wheelhouse" / f"py{sys.version_info.major}{sys.version_info.minor}"
     deps.mkdir(parents=True, exist_ok=True)
     own = build_wheel(workdir / "own", wheel)
     echo(f"fleet: innotier wheel {own.name}; dependencies cached in {deps}")
+    # pip download puts the requested wheel itself into the cache too, and on the next build takes a file of the
+    # same name found there instead of the one given: a stale innotier wheel (same version, older requirements)
+    # would hide new dependencies.  Keep none there.
+    _remove_own_wheels(deps)
     _pip("download", "-q", "--only-binary=:all:", "-d", str(deps), str(own), what="downloading the dependencies")
+    _remove_own_wheels(deps)
     house = workdir / "wheelhouse"
     if house.exists():
         shutil.rmtree(house)

@@ -241,7 +241,7 @@ def test_go_tpc_summary(peer_output):
 
 
 def test_go_tpc_run_with_real_errors(peer_output):
-    """Lock-wait timeouts under --ignore-error (README-go-tpc-errors.txt): 18 _ERR rows, 3 of them the deadline."""
+    """Lock-wait timeouts under --ignore-error (peer-output README.txt, the go-tpc errors section): 18 _ERR rows, 3 of them the deadline."""
     r = go_tpc.parse_output(peer_output("go-tpc-run-errors-c4.txt"))
     assert r.complete and r.tpmc == 5194.3
     assert r.counts["new_order"]["error"] == 5 and r.counts["payment"]["error"] == 13

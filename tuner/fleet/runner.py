@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,8 +109,10 @@ class Progress:
 def ansible_env(workdir: Path) -> dict[str, str]:
     """Environment for ansible-playbook: this interpreter's bin first, host keys checked, no retry files."""
     bindir = str(Path(sys.executable).parent)
-    cp = workdir / "cp"
-    cp.mkdir(parents=True, exist_ok=True)
+    # a fresh ControlMaster directory per playbook run: a master left from an earlier run to a host that has
+    # since restarted its sshd would otherwise answer the first task with a dead connection ("unreachable")
+    workdir.mkdir(parents=True, exist_ok=True)
+    cp = Path(tempfile.mkdtemp(prefix="cp", dir=workdir))
     return {
         "PATH": bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
         "ANSIBLE_HOST_KEY_CHECKING": "True",
@@ -119,6 +122,9 @@ def ansible_env(workdir: Path) -> dict[str, str]:
         "ANSIBLE_LOCAL_TEMP": str(workdir / "tmp"),
         "ANSIBLE_DEPRECATION_WARNINGS": "False",
         "ANSIBLE_TIMEOUT": "20",
+        # a transient SSH failure (exit 255: a connection reset, an sshd just restarted) is retried, not taken as
+        # the host being gone
+        "ANSIBLE_SSH_RETRIES": "3",
         # one SSH round trip per task instead of four (mkdir, put, exec, rm): the progress loops poll often
         "ANSIBLE_PIPELINING": "True",
     }

@@ -12,6 +12,7 @@ file and copies it with ``no_log: true``.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -110,9 +111,11 @@ def ansible_env(workdir: Path) -> dict[str, str]:
     """Environment for ansible-playbook: this interpreter's bin first, host keys checked, no retry files."""
     bindir = str(Path(sys.executable).parent)
     # a fresh ControlMaster directory per playbook run: a master left from an earlier run to a host that has
-    # since restarted its sshd would otherwise answer the first task with a dead connection ("unreachable")
+    # since restarted its sshd would otherwise answer the first task with a dead connection ("unreachable").
+    # It sits in the temp dir, not under workdir: a Unix socket path must stay under 108 bytes.
     workdir.mkdir(parents=True, exist_ok=True)
-    cp = Path(tempfile.mkdtemp(prefix="cp", dir=workdir))
+    cp = Path(tempfile.mkdtemp(prefix="innotier-cp-"))  # 0700
+    atexit.register(shutil.rmtree, cp, True)
     return {
         "PATH": bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
         "ANSIBLE_HOST_KEY_CHECKING": "True",

@@ -13,11 +13,13 @@ file and copies it with ``no_log: true``.
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import shutil
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -107,6 +109,9 @@ class Progress:
         return True  # keep the event in the artifacts
 
 
+_RUN_SEQ = itertools.count(1)
+
+
 def ansible_env(workdir: Path) -> dict[str, str]:
     """Environment for ansible-playbook: this interpreter's bin first, host keys checked, no retry files."""
     bindir = str(Path(sys.executable).parent)
@@ -153,7 +158,10 @@ def run_playbook(name: str, inventory: str | Path, extravars: dict[str, Any], wo
     workdir.mkdir(parents=True, exist_ok=True)
     kw: dict[str, Any] = dict(private_data_dir=str(workdir), playbook=str(path), inventory=str(Path(inventory).resolve()),
                               extravars=extravars, envvars=ansible_env(workdir), quiet=True, forks=forks,
-                              event_handler=on_event or Progress(), ident=path.stem)
+                              event_handler=on_event or Progress(),
+                              # a fresh artifacts folder per run: ansible-runner reads its stats from the events in it,
+                              # and a re-run under the same ident would see the last run's unreachable hosts
+                              ident=f"{path.stem}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{next(_RUN_SEQ)}")
     if limit:
         kw["limit"] = limit
     if timeout:

@@ -98,7 +98,7 @@ TPCC = DashboardSpec(
     ),
     rows=(
         RowSpec("Throughput", (
-            PanelSpec("tpmC and NOPM", "tpmC: New-Order commits per minute (client side, rate of "
+            PanelSpec("tpmC and NOPM", "tpmC: completed New-Orders (committed + rolled back) per minute (client side, rate of "
                       "innotier_tpcc_new_orders_total). NOPM: orders the schema gained per minute (server side, "
                       "HammerDB's metric).", (
                           Query("sum(rate(innotier_tpcc_new_orders_total[1m])) * 60", "tpmC"),

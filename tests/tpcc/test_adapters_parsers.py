@@ -186,6 +186,16 @@ def test_sysbench_tpcc_totals_and_percentiles(peer_output):
     assert r.complete
 
 
+def test_sysbench_tpcc_check_verdicts(peer_output):
+    text = peer_output("sysbench-tpcc-check.txt")
+    ok, detail = sysbench_tpcc.parse_check(text)
+    assert ok and detail == "40 checks passed"  # ten checks x warehouses 1-4 (README)
+    ok, detail = sysbench_tpcc.parse_check(text.replace("Check 2, warehouse: 3 PASSED", "Check 2, warehouse: 3 FAILED"))
+    assert not ok and detail == "40 checks, failed: check 2 warehouse 3"
+    assert sysbench_tpcc.parse_check("sysbench 1.0.20\nFATAL: error 1146: Table 'x.district1' doesn't exist\n") == \
+        (False, "sysbench-tpcc check printed no verdict")
+
+
 def test_sysbench_histogram_is_complete_and_matches_printed_p95(peer_output):
     text = peer_output("sysbench-tpcc-run-c8.txt")
     rows = sysbench_tpcc.histogram(text)

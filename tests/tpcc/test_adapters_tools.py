@@ -8,13 +8,14 @@ or PATH) and is skipped, saying so, when the tool is absent.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 
 import pytest
 
 from tuner.core.errors import ToolMissing, UsageError, WorkloadError
-from tuner.tpcc import adapters
+from tuner.tpcc import adapters, loader
 from tuner.tpcc.adapters import _common as common
 from tuner.tpcc.adapters import hammerdb, sysbench_tpcc, tpcc_mysql
 from tuner.tpcc.config import RunConfig
@@ -334,4 +335,37 @@ def test_peer_loads_and_runs_for_real(name, shared_sandbox):
     assert r.warehouses == 1
     assert (r.tpmc or 0) > 0 or (r.nopm or 0) > 0
     assert r.nopm is not None and r.nopm > 0  # every adapter reports HammerDB's NOPM (server side)
+    own_check = getattr(a, "check", None)  # the peer's own consistency check, where the bench uses one
+    if own_check is not None:
+        ok, detail = own_check(spec, 1, db, tool)
+        failed = set(re.findall(r"(?:^failed: |; )(\d+(?:\.\d+)+) ", detail))
+        assert ok or (failed and failed <= set(getattr(a, "KNOWN_DEVIATIONS", {}))), detail  # only the peer's own
     assert _accounts(spec) == []
+
+
+# ---------------------------------------------------------------------------
+# tpcc-mysql's schema checked by innotier's conditions (it ships no check of its own)
+
+
+@pytest.mark.slow
+def test_tpcc_mysql_check_reads_new_orders_through_a_transient_view(shared_sandbox):
+    """A real W=1 schema renamed to tpcc-mysql's table name passes; a broken NEW-ORDER row fails; no view is left."""
+    spec = shared_sandbox.connection_spec()
+    db = "peer_tpcc_mysql_names"
+    loader.load(spec, 1, database=db, drop=True, progress=False)
+    conn = spec.with_database(db).connect()
+    cur = conn.cursor()
+    try:
+        cur.execute("RENAME TABLE new_order TO new_orders")
+        ok, detail = tpcc_mysql.check(spec, 1, db)
+        assert ok, detail
+        cur.execute("DELETE FROM new_orders WHERE no_w_id = 1 AND no_d_id = 1 ORDER BY no_o_id DESC LIMIT 1")
+        conn.commit()
+        ok, detail = tpcc_mysql.check(spec, 1, db)
+        assert not ok and detail.startswith("failed:"), detail
+        cur.execute("SELECT COUNT(*) FROM information_schema.views WHERE table_schema = %s", (db,))
+        assert cur.fetchone()[0] == 0
+    finally:
+        cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+        cur.close()
+        conn.close()

@@ -44,6 +44,14 @@ def test_proc_readers_see_this_process():
     assert compare.tree_rss_bytes([os.getpid()]) > 0
 
 
+def test_window_counter_reads_each_drivers_own_district_table():
+    def entry(driver):
+        return compare.Entry(driver, driver, "statements")
+    assert compare.district_table_of(entry("builtin")) == "district"
+    assert compare.district_table_of(entry("sysbench-tpcc")) == "district1"  # its table set is suffixed
+    assert compare.district_table_of(entry("go-tpc")) == "district"
+
+
 @pytest.mark.slow
 def test_a_small_comparison_counts_from_the_server_and_checks_every_schema(innotier_home):
     """Two of our rows on their own fresh W=1 sandboxes, one round: counted, checked, rendered."""

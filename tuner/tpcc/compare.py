@@ -52,7 +52,7 @@ SERVER_OPTIONS = {  # identical for every driver (the recorded peer runs' settin
 }
 PEERS = ("hammerdb", "go-tpc", "tpcc-mysql", "sysbench-tpcc")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-SUM_NEXT_O_ID = "SELECT SUM(d_next_o_id) FROM `{db}`.district"
+SUM_NEXT_O_ID = "SELECT SUM(d_next_o_id) FROM `{db}`.`{table}`"
 COM = "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_commit', 'Com_rollback')"
 TABLES = "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_TYPE = 'BASE TABLE'"
 
@@ -208,8 +208,10 @@ class Sample:
 class WindowCounter:
     """Samples the server counters and /proc CPU at the window's two instants, from a thread."""
 
-    def __init__(self, spec, database: str, server_pid: int, offsets: tuple[float, float]) -> None:
+    def __init__(self, spec, database: str, server_pid: int, offsets: tuple[float, float],
+                 district_table: str = "district") -> None:
         self.spec, self.database, self.server_pid, self.offsets = spec, database, server_pid, offsets
+        self.district_table = district_table
         self.samples: list[Sample] = []
         self.peak_rss = 0
         self.error: str | None = None
@@ -223,7 +225,7 @@ class WindowCounter:
 
     def _sample(self) -> None:
         cur = self._conn.cursor()
-        cur.execute(SUM_NEXT_O_ID.format(db=self.database))
+        cur.execute(SUM_NEXT_O_ID.format(db=self.database, table=self.district_table))
         orders = int(cur.fetchone()[0] or 0)
         cur.execute(COM)
         com = sum(int(v) for _, v in cur.fetchall())
@@ -283,6 +285,11 @@ def database_of(e: Entry) -> str:
     return "tpcc" if e.driver == "builtin" else "tpcc_" + e.driver.replace("-", "_")
 
 
+def district_table_of(e: Entry) -> str:
+    """The driver's DISTRICT table (sysbench-tpcc suffixes its table set: district1)."""
+    return "district" if e.driver == "builtin" else adapters.get(e.driver).DISTRICT_TABLE
+
+
 def run_builtin(sb, e: Entry, clients: int, warmup: float, duration: float, interval: float = 10.0,
                 deck: str = "23") -> tuple[dict, bool, str]:
     """Our driver in its own process (so its CPU is its own tree), over TCP or the socket."""
@@ -318,7 +325,8 @@ def run_peer(sb, e: Entry, clients: int, warmup: float, duration: float) -> tupl
 
 def measured_run(sb, e: Entry, clients: int, warmup: float, duration: float, rnd: int) -> RunRecord:
     flush_dirty_pages(sb.connection_spec())
-    counter = WindowCounter(sb.connection_spec(), database_of(e), sb.running_pid(), window(warmup, duration))
+    counter = WindowCounter(sb.connection_spec(), database_of(e), sb.running_pid(), window(warmup, duration),
+                            district_table_of(e))
     counter.start()
     if e.driver == "builtin":
         driver, ok, note = run_builtin(sb, e, clients, warmup, duration)
@@ -398,7 +406,15 @@ def prepare(spec: CompareSpec, e: Entry, sb, say: Callable[[str], None]) -> dict
     return {"load_seconds": load_seconds, "load": how}
 
 
-def consistency(sb, e: Entry) -> dict[str, Any]:
+def consistency(sb, e: Entry, warehouses: int) -> dict[str, Any]:
+    """innotier's TPC-C check, or the peer's own where its schema is not TPC-C's names (sysbench-tpcc)."""
+    own = getattr(adapters.get(e.driver), "check", None) if e.driver != "builtin" else None
+    if own is not None:
+        try:
+            ok, detail = own(sb.tcp_spec(), warehouses, database_of(e), e.tool_path)
+        except Exception as exc:
+            return {"ok": None, "detail": f"check could not run: {getattr(exc, 'msg', exc)}"}
+        return {"ok": ok, "detail": detail[:500], "by": f"{e.driver}'s own check"}
     try:
         report = check.run_checks(sb.connection_spec(database_of(e)), database_of(e))
     except Exception as exc:
@@ -476,7 +492,7 @@ def run(spec: CompareSpec, say: Callable[[str], None] = print) -> CompareResult:
                 continue
             sb = boxes[e.key]
             sb.start()
-            result.checks[e.key] = consistency(sb, e)
+            result.checks[e.key] = consistency(sb, e, spec.warehouses)
             if spec.big_clients and e.key == "innotier-procedures":
                 result.big = measured_run(sb, e, spec.big_clients, spec.warmup, spec.duration, 0)
             sb.stop("clean")

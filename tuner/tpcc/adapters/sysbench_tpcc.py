@@ -220,6 +220,29 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
     return time.monotonic() - t0
 
 
+CHECK_LINE = re.compile(r"^Check (\d+), warehouse: (\d+) (PASSED|FAILED)", re.M)
+
+
+def parse_check(text: str) -> tuple[bool, str]:
+    """(all passed, failures) from ``tpcc.lua check`` output (tpcc_check.lua: "Check N, warehouse: W PASSED")."""
+    lines = CHECK_LINE.findall(text)
+    failed = [f"check {c} warehouse {w}" for c, w, verdict in lines if verdict == "FAILED"]
+    if not lines:
+        return False, "sysbench-tpcc check printed no verdict"
+    return not failed, (f"{len(lines)} checks, failed: " + ", ".join(failed)) if failed else f"{len(lines)} checks passed"
+
+
+def check(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_path: str | None = None,
+          on_line: common.LineSink | None = None) -> tuple[bool, str]:
+    """sysbench-tpcc's own consistency check (``tpcc.lua check``, its tables are suffixed: district1, ...)."""
+    script = find_tool(tool_path)
+    with common.bench_account(spec, database) as account, _config_file(account, database) as cfg_file:
+        out = common.run_tool(_argv(script, cfg_file, warehouses, 1, "check"), cwd=os.path.dirname(script),
+                              timeout=300 + 60 * warehouses, secrets_=(account.password,), on_line=on_line)
+    common.check_ran(out, "sysbench-tpcc check")
+    return parse_check(out.text)
+
+
 def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
     """A warm-up run (--time=warm-up) then the measured run (--time=duration --histogram=on)."""
     script, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "sysbench-tpcc", find_tool,

@@ -35,6 +35,7 @@ import time
 from tuner.core.errors import ToolMissing, UsageError, WorkloadError
 from tuner.core.measure import RunResult
 from tuner.core.server import ConnectionSpec
+from tuner.tpcc import check as tpcc_check
 from tuner.tpcc.adapters import _common as common
 from tuner.tpcc.config import RunConfig
 
@@ -219,6 +220,42 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
         common.check_ran(out, "tpcc_load", ok=LOAD_DONE in out.text)
     common.verify_loaded(spec, database, WAREHOUSE_TABLE, name, "tpcc_load", warehouses)
     return time.monotonic() - t0
+
+
+NEW_ORDER_VIEW = "new_order"  # tpcc-mysql names the NEW-ORDER table new_orders
+# Conditions tpcc-mysql's own transactions break (seen here after every run of it, never after its load):
+# its Payment updates C_BALANCE and C_DATA only, not C_YTD_PAYMENT and C_PAYMENT_CNT (src/main.c, the
+# prepared "UPDATE customer SET c_balance = ?, c_data = ?"), which clause 2.5.2.2 requires.
+KNOWN_DEVIATIONS = {
+    "3.3.2.10": "tpcc-mysql's Payment does not keep C_YTD_PAYMENT (clause 2.5.2.2)",
+    "3.3.2.12": "tpcc-mysql's Payment does not keep C_YTD_PAYMENT (clause 2.5.2.2)",
+}
+
+
+def check(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_path: str | None = None,
+          on_line: common.LineSink | None = None) -> tuple[bool, str]:
+    """innotier's TPC-C consistency conditions on tpcc-mysql's schema (it ships no check of its own).
+
+    tpcc-mysql's NEW-ORDER table is ``new_orders``; the checks read it through a view
+    named ``new_order`` that exists only while they run.
+    """
+    common.check_database_name(database)
+    conn = spec.with_database(database).connect()
+    try:
+        cur = conn.cursor()
+        cur.execute(f"CREATE VIEW `{NEW_ORDER_VIEW}` AS SELECT * FROM new_orders")
+        try:
+            report = tpcc_check.run_checks(spec.with_database(database), database)
+        finally:
+            cur.execute(f"DROP VIEW IF EXISTS `{NEW_ORDER_VIEW}`")
+            cur.close()
+    finally:
+        conn.close()
+    failed = [f"{c.clause} {c.description} ({c.error or c.offending_count})" for c in report.failed()]
+    known = sorted({KNOWN_DEVIATIONS[c.clause] for c in report.failed() if c.clause in KNOWN_DEVIATIONS})
+    if not failed:
+        return True, f"{len(report.results)} conditions passed"
+    return False, "failed: " + "; ".join(failed) + (f" (known: {'; '.join(known)})" if known else "")
 
 
 def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:

@@ -72,3 +72,29 @@ def test_a_small_comparison_counts_from_the_server_and_checks_every_schema(innot
     assert "innotier-statements" in text and "consistency after the runs" in text and "load average" in text
     for peer in compare.PEERS:
         assert f"{peer}: not measured" in text
+
+
+def test_flush_between_runs_empties_the_pool_and_restores_every_setting(shared_sandbox):
+    spec = shared_sandbox.connection_spec()
+    conn = spec.with_database(None).connect()
+    cur = conn.cursor()
+
+    def settings():
+        cur.execute("SELECT @@innodb_max_dirty_pages_pct, @@innodb_io_capacity, @@innodb_io_capacity_max")
+        return cur.fetchone()
+
+    before = settings()
+    try:
+        cur.execute("CREATE DATABASE IF NOT EXISTS flushtest")
+        cur.execute("CREATE TABLE flushtest.t (id INT PRIMARY KEY AUTO_INCREMENT, pad CHAR(200)) ENGINE=InnoDB")
+        cur.execute("INSERT INTO flushtest.t (pad) SELECT REPEAT('x', 200) FROM flushtest.seq_1_to_20000")
+        conn.commit()
+        cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'")
+        assert int(cur.fetchone()[1]) > 10  # there is something to flush
+        compare.flush_dirty_pages(spec, limit=10, timeout=120)
+        cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'")
+        assert int(cur.fetchone()[1]) <= 10
+        assert settings() == before
+    finally:
+        cur.execute("DROP DATABASE IF EXISTS flushtest")
+        conn.close()

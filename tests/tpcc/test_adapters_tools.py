@@ -329,9 +329,11 @@ def test_peer_loads_and_runs_for_real(name, shared_sandbox):
     db = f"peer_{name.replace('-', '_')}"
     seconds = a.load(spec, 1, database=db, tool_path=tool, drop=True)
     assert seconds > 0
+    announced: list[float] = []
     r = a.run(spec, RunConfig(clients=2, warmup=6, duration=12, interval=6, database=db, driver=name,
-                              tool_path=tool, warehouses=1))
+                              tool_path=tool, warehouses=1), on_measuring=announced.append)
     assert r.driver == name and r.complete, r.failure
+    assert announced == [12.0]  # once, when the measured phase starts, with the seconds the peer measures
     assert r.warehouses == 1
     assert (r.tpmc or 0) > 0 or (r.nopm or 0) > 0
     assert r.nopm is not None and r.nopm > 0  # every adapter reports HammerDB's NOPM (server side)

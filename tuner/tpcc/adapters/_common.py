@@ -34,6 +34,10 @@ from tuner.core.server import ConnectionSpec
 from tuner.tpcc import mix
 
 LineSink = Callable[[str], None]
+# Called once, when the peer's measured phase starts, with that phase's length in seconds as the peer runs it
+# (a harness that counts on its own, such as tuner.tpcc.compare, anchors its window there: a peer whose warm-up
+# is a separate process starts measuring later than ``warmup`` seconds after the run began).
+MeasuringSink = Callable[[float], None]
 
 DB_NAME_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 

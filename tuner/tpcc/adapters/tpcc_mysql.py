@@ -258,7 +258,8 @@ def check(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pa
     return False, "failed: " + "; ".join(failed) + (f" (known: {'; '.join(known)})" if known else "")
 
 
-def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
+def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None,
+        on_measuring: common.MeasuringSink | None = None) -> RunResult:
     """Run ``tpcc_start`` with cfg's warehouses, clients, ramp-up (-r), duration (-l) and interval (-i)."""
     start, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "tpcc-mysql", find_tool,
                                        keying_supported=False)
@@ -268,6 +269,8 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     def watch(line: str) -> None:  # sample the server counters exactly around tpcc_start's measured phase
         if MEASURING_START in line:
             window.start()
+            if on_measuring:
+                on_measuring(float(duration))
         elif STOPPING in line:
             window.stop()
 

@@ -371,3 +371,31 @@ def test_tpcc_mysql_check_reads_new_orders_through_a_transient_view(shared_sandb
         cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
         cur.close()
         conn.close()
+
+
+@pytest.mark.slow
+def test_hammerdb_check_names_its_payment_deviation(shared_sandbox):
+    """A Payment applied as HammerDB 4.12's PAYMENT does (C_BALANCE + H_AMOUNT, C_YTD_PAYMENT untouched)
+    breaks 3.3.2.10 and 3.3.2.12 only, and the check says they are HammerDB's known deviation."""
+    spec = shared_sandbox.connection_spec()
+    db = "peer_hammerdb_payment"
+    loader.load(spec, 1, database=db, drop=True, progress=False)
+    conn = spec.with_database(db).connect()
+    cur = conn.cursor()
+    try:
+        ok, detail = hammerdb.check(spec, 1, db)
+        assert ok, detail
+        cur.execute("UPDATE customer SET c_balance = c_balance + 10 WHERE c_w_id = 1 AND c_d_id = 1 AND c_id = 1")
+        cur.execute("INSERT INTO history (h_c_id, h_c_d_id, h_c_w_id, h_d_id, h_w_id, h_date, h_amount, h_data) "
+                    "VALUES (1, 1, 1, 1, 1, NOW(), 10, 'paid as HammerDB pays')")
+        cur.execute("UPDATE warehouse SET w_ytd = w_ytd + 10 WHERE w_id = 1")
+        cur.execute("UPDATE district SET d_ytd = d_ytd + 10 WHERE d_w_id = 1 AND d_id = 1")
+        conn.commit()
+        ok, detail = hammerdb.check(spec, 1, db)
+        failed = set(re.findall(r"(?:^failed: |; )(\d+(?:\.\d+)+) ", detail))
+        assert not ok and failed == set(hammerdb.KNOWN_DEVIATIONS), detail
+        assert "known: HammerDB's PAYMENT adds H_AMOUNT" in detail
+    finally:
+        cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+        cur.close()
+        conn.close()

@@ -462,7 +462,8 @@ def prepare(spec: CompareSpec, e: Entry, sb, say: Callable[[str], None]) -> dict
 
 
 def consistency(sb, e: Entry, warehouses: int) -> dict[str, Any]:
-    """innotier's TPC-C check, or the peer's own where its schema is not TPC-C's names (sysbench-tpcc)."""
+    """innotier's TPC-C check, or the adapter's ``check()``: the peer's own where its schema is not TPC-C's
+    names (sysbench-tpcc), or innotier's conditions naming the peer's known deviations (tpcc-mysql, HammerDB)."""
     own = getattr(adapters.get(e.driver), "check", None) if e.driver != "builtin" else None
     if own is not None:
         try:

@@ -31,6 +31,7 @@ from typing import Callable, Iterator
 
 from tuner.core.errors import ServerError, ToolMissing, UsageError, WorkloadError
 from tuner.core.server import ConnectionSpec
+from tuner.tpcc import check as tpcc_check
 from tuner.tpcc import mix
 
 LineSink = Callable[[str], None]
@@ -406,6 +407,17 @@ def verify_loaded(spec: ConnectionSpec, database: str, table: str, tool: str, la
     if loaded != warehouses:
         raise WorkloadError(f"{label} loaded {loaded} warehouses into {database}, not {warehouses}; "
                             "see its output and load again with drop")
+
+
+def conditions_check(spec: ConnectionSpec, database: str, known: dict[str, str]) -> tuple[bool, str]:
+    """innotier's TPC-C consistency conditions on a peer's schema: (all passed, detail), the detail naming the
+    peer's ``known`` deviations (condition -> why its own transactions break it) among the failures."""
+    report = tpcc_check.run_checks(spec.with_database(database), database)
+    failed = [f"{c.clause} {c.description} ({c.error or c.offending_count})" for c in report.failed()]
+    named = sorted({known[c.clause] for c in report.failed() if c.clause in known})
+    if not failed:
+        return True, f"{len(report.results)} conditions passed"
+    return False, "failed: " + "; ".join(failed) + (f" (known: {'; '.join(named)})" if named else "")
 
 
 def whole_seconds(cfg) -> tuple[int, int, int]:

@@ -35,7 +35,6 @@ import time
 from tuner.core.errors import ToolMissing, UsageError, WorkloadError
 from tuner.core.measure import RunResult
 from tuner.core.server import ConnectionSpec
-from tuner.tpcc import check as tpcc_check
 from tuner.tpcc.adapters import _common as common
 from tuner.tpcc.config import RunConfig
 
@@ -245,17 +244,12 @@ def check(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pa
         cur = conn.cursor()
         cur.execute(f"CREATE VIEW `{NEW_ORDER_VIEW}` AS SELECT * FROM new_orders")
         try:
-            report = tpcc_check.run_checks(spec.with_database(database), database)
+            return common.conditions_check(spec, database, KNOWN_DEVIATIONS)
         finally:
             cur.execute(f"DROP VIEW IF EXISTS `{NEW_ORDER_VIEW}`")
             cur.close()
     finally:
         conn.close()
-    failed = [f"{c.clause} {c.description} ({c.error or c.offending_count})" for c in report.failed()]
-    known = sorted({KNOWN_DEVIATIONS[c.clause] for c in report.failed() if c.clause in KNOWN_DEVIATIONS})
-    if not failed:
-        return True, f"{len(report.results)} conditions passed"
-    return False, "failed: " + "; ".join(failed) + (f" (known: {'; '.join(known)})" if known else "")
 
 
 def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None,

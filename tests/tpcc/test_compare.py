@@ -10,7 +10,6 @@ import pytest
 
 from tuner.core.errors import UsageError
 from tuner.tpcc import compare
-from tuner.tpcc.adapters import _common as common
 
 
 def test_rounds_rotate_so_no_driver_always_goes_first_or_follows_the_same_one():
@@ -64,48 +63,24 @@ def test_client_cpu_keeps_the_cpu_of_a_process_that_ended():
     assert compare.client_cpu_seconds(me, set()) > before
 
 
-@pytest.fixture
-def district_db(shared_sandbox):
-    """A one-table schema on the shared sandbox: what the window counter reads (sum of d_next_o_id)."""
-    spec = shared_sandbox.connection_spec()
-    common.prepare_database(spec, "cmp_anchor", drop=True, tool="test")
-    conn = spec.with_database("cmp_anchor").connect()
-    cur = conn.cursor()
-    cur.execute("CREATE TABLE district (d_id INT PRIMARY KEY, d_next_o_id INT)")
-    cur.execute("INSERT INTO district VALUES (1, 3001)")
-    conn.commit()
-    yield spec, conn
-    conn.close()
-
-
-def _new_orders(conn, n: int) -> None:
-    cur = conn.cursor()
-    for _ in range(n):
-        cur.execute("UPDATE district SET d_next_o_id = d_next_o_id + 1 WHERE d_id = 1")
-        conn.commit()
-    cur.close()
-
-
 def test_a_peers_window_is_counted_from_the_measured_phase_it_announces(shared_sandbox, district_db):
     """Work before the peer's announcement (its warm-up, its pause between two processes) is outside the window:
     the counter takes no sample until anchor(), then counts its offsets from there; a second anchor is ignored."""
-    spec, conn = district_db
-    counter = compare.WindowCounter(spec, "cmp_anchor", shared_sandbox.running_pid(), (0.0, 0.0))
+    counter = compare.WindowCounter(district_db.spec, district_db.database, shared_sandbox.running_pid(), (0.0, 0.0))
     counter.start(anchored=False)
-    _new_orders(conn, 30)  # the warm-up run
+    district_db.new_orders(30)  # the warm-up run
     assert counter.samples == []
     counter.anchor((0.0, 0.0))
     counter.anchor((600.0, 1200.0))
     r = counter.stop()
-    assert [s.orders for s in counter.samples] == [3031, 3031]
+    assert [s.orders for s in counter.samples] == [3001 + 3031, 3001 + 3031]
     assert r is not None and r["nopm"] == 0 and counter.offsets == (0.0, 0.0)
 
 
 def test_a_peer_that_never_announces_gets_no_window(shared_sandbox, district_db):
-    spec, conn = district_db
-    counter = compare.WindowCounter(spec, "cmp_anchor", shared_sandbox.running_pid(), (0.0, 0.0))
+    counter = compare.WindowCounter(district_db.spec, district_db.database, shared_sandbox.running_pid(), (0.0, 0.0))
     counter.start(anchored=False)
-    _new_orders(conn, 3)
+    district_db.new_orders(3)
     assert counter.stop() is None and counter.samples == []
 
 

@@ -40,6 +40,17 @@ def test_bad_specs_are_refused(kw, message):
         compare.CompareSpec(**kw).validate()
 
 
+def test_render_says_why_a_check_failed():
+    detail = "failed: 3.3.2.10 C_BALANCE ... (58062) (known: HammerDB's PAYMENT adds H_AMOUNT to C_BALANCE)"
+    result = compare.CompareResult(spec={}, plan=[], server_options={}, prepared={}, runs=[], missing_peers=[],
+                                   checks={"hammerdb": {"ok": False, "detail": detail, "by": "x's check"},
+                                           "innotier-procedures": {"ok": True, "detail": ""}},
+                                   loadavg_start="1 1 1")
+    text = compare.render(result)
+    assert "hammerdb FAILED, innotier-procedures ok" in text
+    assert f"  hammerdb (x's check): {detail}" in text
+
+
 def test_proc_readers_see_this_process():
     assert compare.proc_cpu_seconds(os.getpid()) > 0
     assert compare.proc_cpu_seconds(2 ** 22 + 12345) == 0.0  # gone: 0, not an error

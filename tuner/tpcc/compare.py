@@ -470,7 +470,8 @@ def consistency(sb, e: Entry, warehouses: int) -> dict[str, Any]:
             ok, detail = own(sb.tcp_spec(), warehouses, database_of(e), e.tool_path)
         except Exception as exc:
             return {"ok": None, "detail": f"check could not run: {getattr(exc, 'msg', exc)}"}
-        return {"ok": ok, "detail": detail[:500], "by": f"{e.driver}'s own check"}
+        return {"ok": ok, "detail": detail[:500], "by": getattr(adapters.get(e.driver), "CHECK_BY",
+                                                               f"{e.driver}'s own check")}
     try:
         report = check.run_checks(sb.connection_spec(database_of(e)), database_of(e))
     except Exception as exc:
@@ -633,6 +634,9 @@ def render(result: CompareResult) -> str:
                                           for k, v in result.prepared.items()))
     lines.append("consistency after the runs: " + ", ".join(
         f"{k} {'ok' if v['ok'] else ('n/a' if v['ok'] is None else 'FAILED')}" for k, v in result.checks.items()))
+    for k, v in result.checks.items():
+        if not v["ok"] and v.get("detail"):
+            lines.append(f"  {k} ({v.get('by', 'innotier tpcc check')}): {v['detail'][:300]}")
     for p in result.missing_peers:
         lines.append(f"{p}: not measured (no path given)")
     if result.big is not None:

@@ -409,6 +409,9 @@ def verify_loaded(spec: ConnectionSpec, database: str, table: str, tool: str, la
                             "see its output and load again with drop")
 
 
+CONDITIONS_CHECK_BY = "innotier's TPC-C conditions, the peer's known deviations named"
+
+
 def conditions_check(spec: ConnectionSpec, database: str, known: dict[str, str]) -> tuple[bool, str]:
     """innotier's TPC-C consistency conditions on a peer's schema: (all passed, detail), the detail naming the
     peer's ``known`` deviations (condition -> why its own transactions break it) among the failures."""

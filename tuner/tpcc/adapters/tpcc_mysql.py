@@ -221,6 +221,7 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
     return time.monotonic() - t0
 
 
+CHECK_BY = common.CONDITIONS_CHECK_BY  # check() runs ours, not a check of the peer's
 NEW_ORDER_VIEW = "new_order"  # tpcc-mysql names the NEW-ORDER table new_orders
 # Conditions tpcc-mysql's own transactions break (seen here after every run of it, never after its load):
 # its Payment updates C_BALANCE and C_DATA only, not C_YTD_PAYMENT and C_PAYMENT_CNT (src/main.c, the

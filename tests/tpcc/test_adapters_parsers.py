@@ -94,6 +94,21 @@ def test_hammerdb_fractional_result_line():
     assert (r.nopm, r.tpm) == (6873.3, 16313.3)
 
 
+def test_hammerdb_announces_its_measured_phase_once_with_its_length(peer_output):
+    """The monitor's "Timing test period of 1 in minutes" line (right after its start counts) is the anchor."""
+    announced: list[float] = []
+    watch = hammerdb.measuring_watch(announced.append)
+    lines = peer_output("hammerdb-run-c8.txt").splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines) if "Timing test period" in ln)
+    for line in lines[:start]:  # start-up and ramp-up: not yet measuring
+        watch(line)
+    assert announced == []
+    for line in lines[start:] * 2:  # a repeated announcement changes nothing
+        watch(line)
+    assert announced == [60.0]
+    assert hammerdb.measuring_watch(None) is None
+
+
 def test_hammerdb_output_without_result_is_incomplete(peer_output):
     text = peer_output("hammerdb-run-c8.txt")
     cut = text[: text.index("Vuser 1:Rampup complete")]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -38,6 +40,17 @@ def test_bad_specs_are_refused(kw, message):
         compare.CompareSpec(**kw).validate()
 
 
+def test_render_says_why_a_check_failed():
+    detail = "failed: 3.3.2.10 C_BALANCE ... (58062) (known: HammerDB's PAYMENT adds H_AMOUNT to C_BALANCE)"
+    result = compare.CompareResult(spec={}, plan=[], server_options={}, prepared={}, runs=[], missing_peers=[],
+                                   checks={"hammerdb": {"ok": False, "detail": detail, "by": "x's check"},
+                                           "innotier-procedures": {"ok": True, "detail": ""}},
+                                   loadavg_start="1 1 1")
+    text = compare.render(result)
+    assert "hammerdb FAILED, innotier-procedures ok" in text
+    assert f"  hammerdb (x's check): {detail}" in text
+
+
 def test_proc_readers_see_this_process():
     assert compare.proc_cpu_seconds(os.getpid()) > 0
     assert compare.proc_cpu_seconds(2 ** 22 + 12345) == 0.0  # gone: 0, not an error
@@ -50,6 +63,36 @@ def test_window_counter_reads_each_drivers_own_district_table():
     assert compare.district_table_of(entry("builtin")) == "district"
     assert compare.district_table_of(entry("sysbench-tpcc")) == "district1"  # its table set is suffixed
     assert compare.district_table_of(entry("go-tpc")) == "district"
+
+
+def test_client_cpu_keeps_the_cpu_of_a_process_that_ended():
+    """A peer's warm-up process ends inside the bench's span: its CPU must not vanish from the client's sum
+    (it did: HammerDB's client CPU per 1000 New-Orders came out negative)."""
+    me = os.getpid()
+    before = compare.client_cpu_seconds(me, set())
+    subprocess.run([sys.executable, "-c", "sum(range(3 * 10 ** 7))"], check=True)  # a child that works, then ends
+    assert compare.client_cpu_seconds(me, set()) > before
+
+
+def test_a_peers_window_is_counted_from_the_measured_phase_it_announces(shared_sandbox, district_db):
+    """Work before the peer's announcement (its warm-up, its pause between two processes) is outside the window:
+    the counter takes no sample until anchor(), then counts its offsets from there; a second anchor is ignored."""
+    counter = compare.WindowCounter(district_db.spec, district_db.database, shared_sandbox.running_pid(), (0.0, 0.0))
+    counter.start(anchored=False)
+    district_db.new_orders(30)  # the warm-up run
+    assert counter.samples == []
+    counter.anchor((0.0, 0.0))
+    counter.anchor((600.0, 1200.0))
+    r = counter.stop()
+    assert [s.orders for s in counter.samples] == [3001 + 3031, 3001 + 3031]
+    assert r is not None and r["nopm"] == 0 and counter.offsets == (0.0, 0.0)
+
+
+def test_a_peer_that_never_announces_gets_no_window(shared_sandbox, district_db):
+    counter = compare.WindowCounter(district_db.spec, district_db.database, shared_sandbox.running_pid(), (0.0, 0.0))
+    counter.start(anchored=False)
+    district_db.new_orders(3)
+    assert counter.stop() is None and counter.samples == []
 
 
 @pytest.mark.slow

@@ -130,7 +130,9 @@ def plan(spec: CompareSpec) -> list[str]:
     """The steps, printable before anything starts."""
     spec.validate()
     lines = [f"server settings for every driver: {SERVER_OPTIONS}",
-             f"window counted by the bench: {window(spec.warmup, spec.duration)} s after each run's start"]
+             f"window counted by the bench: {window(spec.warmup, spec.duration)} s after each run's start "
+             f"(a peer: {window(0.0, spec.duration)} s after its measured phase starts, as the peer announces it "
+             "with the duration it really runs; its warm-up may be a separate run)"]
     for e in spec.entries():
         if e.transport == "socket":
             lines.append(f"{e.key}: innotier-procedures' sandbox and schema, over its Unix socket (a labelled row)")
@@ -151,14 +153,27 @@ def plan(spec: CompareSpec) -> list[str]:
 # /proc (root argument so a recorded tree can stand in)
 
 
-def proc_cpu_seconds(pid: int, root: str = "/proc") -> float:
-    """utime + stime of one process, seconds (0 if it is gone)."""
+def proc_cpu_seconds(pid: int, root: str = "/proc", reaped: bool = False) -> float:
+    """utime + stime of one process, seconds (0 if it is gone); ``reaped``: also cutime + cstime, the CPU of
+    the children it has waited for."""
     try:
         text = Path(root, str(pid), "stat").read_text()
     except OSError:
         return 0.0
     f = text.rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / CLK_TCK
+    return (int(f[11]) + int(f[12]) + (int(f[13]) + int(f[14]) if reaped else 0)) / CLK_TCK
+
+
+def client_cpu_seconds(pid: int, exclude: set[int], root: str = "/proc") -> float:
+    """CPU of ``pid``'s descendants (minus ``exclude`` and theirs), including those that ended meanwhile.
+
+    A child that exits and is waited for leaves the tree, and its CPU moves to its parent's cutime/cstime: so
+    every process's reaped children count too (``pid``'s own, for its direct children), and a sum taken before
+    a peer's warm-up process ends does not exceed one taken after it.
+    """
+    tree = descendants(pid, exclude, root)
+    return sum(proc_cpu_seconds(p, root, reaped=True) for p in tree) + (
+        proc_cpu_seconds(pid, root, reaped=True) - proc_cpu_seconds(pid, root))
 
 
 def descendants(pid: int, exclude: set[int], root: str = "/proc") -> list[int]:
@@ -206,7 +221,14 @@ class Sample:
 
 
 class WindowCounter:
-    """Samples the server counters and /proc CPU at the window's two instants, from a thread."""
+    """Samples the server counters and /proc CPU at the window's two instants, from a thread.
+
+    The offsets count from the anchor: ``start()`` anchors at once (our driver, whose warm-up is part of its
+    run); ``start(anchored=False)`` waits for ``anchor()``, which a peer's adapter triggers when its measured
+    phase starts (``on_measuring``): a peer whose warm-up is a separate process starts measuring seconds
+    later than ``warmup`` after the run began (HammerDB: its start-up, its 6-second steps and its end), so
+    a clock from the run's start would count part of its pause between the two processes.
+    """
 
     def __init__(self, spec, database: str, server_pid: int, offsets: tuple[float, float],
                  district_table: str = "district") -> None:
@@ -216,12 +238,21 @@ class WindowCounter:
         self.peak_rss = 0
         self.error: str | None = None
         self._stop = threading.Event()
+        self._anchored = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._conn = spec.with_database(None).connect()
 
-    def start(self) -> None:
+    def start(self, anchored: bool = True) -> None:
         self.t0 = time.monotonic()
+        if anchored:
+            self._anchored.set()
         self._t.start()
+
+    def anchor(self, offsets: tuple[float, float]) -> None:
+        """Count ``offsets`` from now (once; a later call changes nothing)."""
+        if not self._anchored.is_set():
+            self.t0, self.offsets = time.monotonic(), offsets
+            self._anchored.set()
 
     def _sample(self) -> None:
         cur = self._conn.cursor()
@@ -233,10 +264,13 @@ class WindowCounter:
         me = os.getpid()
         tree = descendants(me, {self.server_pid})
         self.peak_rss = max(self.peak_rss, tree_rss_bytes(tree))
-        self.samples.append(Sample(time.monotonic(), orders, com, sum(proc_cpu_seconds(p) for p in tree),
+        self.samples.append(Sample(time.monotonic(), orders, com, client_cpu_seconds(me, {self.server_pid}),
                                    proc_cpu_seconds(self.server_pid)))
 
     def _run(self) -> None:
+        while not self._anchored.wait(0.2):
+            if self._stop.is_set():
+                return
         try:
             for at in self.offsets:
                 if self._stop.wait(max(0.0, self.t0 + at - time.monotonic())):
@@ -246,8 +280,10 @@ class WindowCounter:
             self.error = str(getattr(exc, "msg", exc))
 
     def stop(self) -> dict[str, float] | None:
-        self._t.join(timeout=max(0.0, self.t0 + self.offsets[1] - time.monotonic()) + 30)
+        if self._anchored.is_set():
+            self._t.join(timeout=max(0.0, self.t0 + self.offsets[1] - time.monotonic()) + 30)
         self._stop.set()
+        self._t.join(timeout=30)
         try:
             self._conn.close()
         except Exception:
@@ -311,11 +347,12 @@ def run_builtin(sb, e: Entry, clients: int, warmup: float, duration: float, inte
             bool(r.get("complete")), r.get("failure") or "")
 
 
-def run_peer(sb, e: Entry, clients: int, warmup: float, duration: float) -> tuple[dict, bool, str]:
+def run_peer(sb, e: Entry, clients: int, warmup: float, duration: float,
+             on_measuring: Callable[[float], None] | None = None) -> tuple[dict, bool, str]:
     cfg = RunConfig(clients=clients, warmup=warmup, duration=duration, interval=10.0,
                     database=database_of(e), driver=e.driver, tool_path=e.tool_path)
     try:
-        r = adapters.get(e.driver).run(sb.tcp_spec(database_of(e)), cfg)
+        r = adapters.get(e.driver).run(sb.tcp_spec(database_of(e)), cfg, on_measuring=on_measuring)
     except Exception as exc:  # a peer failing is a figure to report, not a crash of the comparison
         return {}, False, str(exc)[:300]
     return ({"tpmc": r.tpmc, "nopm": r.nopm, "tpm": r.tpm, "errors": r.errors, "retries": r.retries,
@@ -327,12 +364,16 @@ def measured_run(sb, e: Entry, clients: int, warmup: float, duration: float, rnd
     flush_dirty_pages(sb.connection_spec())
     counter = WindowCounter(sb.connection_spec(), database_of(e), sb.running_pid(), window(warmup, duration),
                             district_table_of(e))
-    counter.start()
     if e.driver == "builtin":
+        counter.start()
         driver, ok, note = run_builtin(sb, e, clients, warmup, duration)
-    else:
-        driver, ok, note = run_peer(sb, e, clients, warmup, duration)
+    else:  # the same window, counted from the start of the measured phase the peer announces
+        counter.start(anchored=False)
+        driver, ok, note = run_peer(sb, e, clients, warmup, duration,
+                                    on_measuring=lambda seconds: counter.anchor(window(0.0, seconds)))
     bench = counter.stop()
+    if bench is None and not counter.error:
+        counter.error = "no window counted (the driver never announced its measured phase, or it ended early)"
     if counter.error:
         note = (note + "; " if note else "") + f"window counter: {counter.error}"
     return RunRecord(e.key, rnd, clients, bench, driver, ok, note, counter.peak_rss)
@@ -421,14 +462,16 @@ def prepare(spec: CompareSpec, e: Entry, sb, say: Callable[[str], None]) -> dict
 
 
 def consistency(sb, e: Entry, warehouses: int) -> dict[str, Any]:
-    """innotier's TPC-C check, or the peer's own where its schema is not TPC-C's names (sysbench-tpcc)."""
+    """innotier's TPC-C check, or the adapter's ``check()``: the peer's own where its schema is not TPC-C's
+    names (sysbench-tpcc), or innotier's conditions naming the peer's known deviations (tpcc-mysql, HammerDB)."""
     own = getattr(adapters.get(e.driver), "check", None) if e.driver != "builtin" else None
     if own is not None:
         try:
             ok, detail = own(sb.tcp_spec(), warehouses, database_of(e), e.tool_path)
         except Exception as exc:
             return {"ok": None, "detail": f"check could not run: {getattr(exc, 'msg', exc)}"}
-        return {"ok": ok, "detail": detail[:500], "by": f"{e.driver}'s own check"}
+        return {"ok": ok, "detail": detail[:500], "by": getattr(adapters.get(e.driver), "CHECK_BY",
+                                                               f"{e.driver}'s own check")}
     try:
         report = check.run_checks(sb.connection_spec(database_of(e)), database_of(e))
     except Exception as exc:
@@ -591,6 +634,9 @@ def render(result: CompareResult) -> str:
                                           for k, v in result.prepared.items()))
     lines.append("consistency after the runs: " + ", ".join(
         f"{k} {'ok' if v['ok'] else ('n/a' if v['ok'] is None else 'FAILED')}" for k, v in result.checks.items()))
+    for k, v in result.checks.items():
+        if not v["ok"] and v.get("detail"):
+            lines.append(f"  {k} ({v.get('by', 'innotier tpcc check')}): {v['detail'][:300]}")
     for p in result.missing_peers:
         lines.append(f"{p}: not measured (no path given)")
     if result.big is not None:

@@ -5,14 +5,16 @@ Every adapter module has::
     name: str                                             # "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc"
     find_tool(tool_path: str | None) -> str               # --tool-path or PATH; else tuner.core.errors.ToolMissing
     load(spec, warehouses, database="tpcc", tool_path=None, *, drop=False, jobs=None, on_line=None) -> float
-    run(spec, cfg: RunConfig, *, on_line=None) -> tuner.core.measure.RunResult
+    run(spec, cfg: RunConfig, *, on_line=None, on_measuring=None) -> tuner.core.measure.RunResult
     parse_output(text: str) -> tuner.core.measure.RunResult    # the tool's console output, recorded or live
 
 ``load`` builds the peer's own schema in its own database (schemas differ
 between tools; give each peer a separate database) and returns seconds taken.
 ``run`` uses cfg's warehouses, clients, warm-up, duration and interval, and
 fills ``RunResult.driver`` with the adapter's name.  ``on_line`` receives the
-tool's console lines (passwords redacted) as they come, for live progress.
+tool's console lines (passwords redacted) as they come, for live progress;
+``on_measuring(seconds)`` is called once when the measured phase starts (after
+the warm-up), with the length the tool will measure.
 """
 
 from __future__ import annotations

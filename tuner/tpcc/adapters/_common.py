@@ -31,9 +31,14 @@ from typing import Callable, Iterator
 
 from tuner.core.errors import ServerError, ToolMissing, UsageError, WorkloadError
 from tuner.core.server import ConnectionSpec
+from tuner.tpcc import check as tpcc_check
 from tuner.tpcc import mix
 
 LineSink = Callable[[str], None]
+# Called once, when the peer's measured phase starts, with that phase's length in seconds as the peer runs it
+# (a harness that counts on its own, such as tuner.tpcc.compare, anchors its window there: a peer whose warm-up
+# is a separate process starts measuring later than ``warmup`` seconds after the run began).
+MeasuringSink = Callable[[float], None]
 
 DB_NAME_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 
@@ -402,6 +407,20 @@ def verify_loaded(spec: ConnectionSpec, database: str, table: str, tool: str, la
     if loaded != warehouses:
         raise WorkloadError(f"{label} loaded {loaded} warehouses into {database}, not {warehouses}; "
                             "see its output and load again with drop")
+
+
+CONDITIONS_CHECK_BY = "innotier's TPC-C conditions, the peer's known deviations named"
+
+
+def conditions_check(spec: ConnectionSpec, database: str, known: dict[str, str]) -> tuple[bool, str]:
+    """innotier's TPC-C consistency conditions on a peer's schema: (all passed, detail), the detail naming the
+    peer's ``known`` deviations (condition -> why its own transactions break it) among the failures."""
+    report = tpcc_check.run_checks(spec.with_database(database), database)
+    failed = [f"{c.clause} {c.description} ({c.error or c.offending_count})" for c in report.failed()]
+    named = sorted({known[c.clause] for c in report.failed() if c.clause in known})
+    if not failed:
+        return True, f"{len(report.results)} conditions passed"
+    return False, "failed: " + "; ".join(failed) + (f" (known: {'; '.join(named)})" if named else "")
 
 
 def whole_seconds(cfg) -> tuple[int, int, int]:

@@ -163,7 +163,8 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
     return time.monotonic() - t0
 
 
-def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
+def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None,
+        on_measuring: common.MeasuringSink | None = None) -> RunResult:
     """A warm-up run (--time warm-up) then the measured run (--time duration --interval interval)."""
     binary, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "go-tpc", find_tool)
     wait = ["--wait"] if cfg.keying_and_think else []
@@ -185,6 +186,8 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
                                        on_line=on_line)
                 common.check_ran(warm, "go-tpc warm-up run")
             window.start()
+            if on_measuring:
+                on_measuring(float(cfg.duration))
             out = common.run_tool(base + keep_going + ["--time", f"{cfg.duration:g}s", "--interval",
                                                        f"{cfg.interval:g}s", "run"] + wait,
                                   timeout=cfg.duration + 120 + cfg.clients, secrets_=(account.password,),

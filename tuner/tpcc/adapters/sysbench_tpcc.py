@@ -243,7 +243,8 @@ def check(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pa
     return parse_check(out.text)
 
 
-def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
+def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None,
+        on_measuring: common.MeasuringSink | None = None) -> RunResult:
     """A warm-up run (--time=warm-up) then the measured run (--time=duration --histogram=on)."""
     script, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "sysbench-tpcc", find_tool,
                                        keying_supported=False)
@@ -253,6 +254,8 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     def watch(line: str) -> None:
         if THREADS_STARTED in line:
             window.start()
+            if on_measuring:
+                on_measuring(float(duration))
         elif any(marker in line for marker in RUN_FINISHED):
             window.stop()
 

@@ -35,7 +35,6 @@ import time
 from tuner.core.errors import ToolMissing, UsageError, WorkloadError
 from tuner.core.measure import RunResult
 from tuner.core.server import ConnectionSpec
-from tuner.tpcc import check as tpcc_check
 from tuner.tpcc.adapters import _common as common
 from tuner.tpcc.config import RunConfig
 
@@ -222,6 +221,7 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pat
     return time.monotonic() - t0
 
 
+CHECK_BY = common.CONDITIONS_CHECK_BY  # check() runs ours, not a check of the peer's
 NEW_ORDER_VIEW = "new_order"  # tpcc-mysql names the NEW-ORDER table new_orders
 # Conditions tpcc-mysql's own transactions break (seen here after every run of it, never after its load):
 # its Payment updates C_BALANCE and C_DATA only, not C_YTD_PAYMENT and C_PAYMENT_CNT (src/main.c, the
@@ -245,20 +245,16 @@ def check(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", tool_pa
         cur = conn.cursor()
         cur.execute(f"CREATE VIEW `{NEW_ORDER_VIEW}` AS SELECT * FROM new_orders")
         try:
-            report = tpcc_check.run_checks(spec.with_database(database), database)
+            return common.conditions_check(spec, database, KNOWN_DEVIATIONS)
         finally:
             cur.execute(f"DROP VIEW IF EXISTS `{NEW_ORDER_VIEW}`")
             cur.close()
     finally:
         conn.close()
-    failed = [f"{c.clause} {c.description} ({c.error or c.offending_count})" for c in report.failed()]
-    known = sorted({KNOWN_DEVIATIONS[c.clause] for c in report.failed() if c.clause in KNOWN_DEVIATIONS})
-    if not failed:
-        return True, f"{len(report.results)} conditions passed"
-    return False, "failed: " + "; ".join(failed) + (f" (known: {'; '.join(known)})" if known else "")
 
 
-def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None) -> RunResult:
+def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None = None,
+        on_measuring: common.MeasuringSink | None = None) -> RunResult:
     """Run ``tpcc_start`` with cfg's warehouses, clients, ramp-up (-r), duration (-l) and interval (-i)."""
     start, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "tpcc-mysql", find_tool,
                                        keying_supported=False)
@@ -268,6 +264,8 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     def watch(line: str) -> None:  # sample the server counters exactly around tpcc_start's measured phase
         if MEASURING_START in line:
             window.start()
+            if on_measuring:
+                on_measuring(float(duration))
         elif STOPPING in line:
             window.stop()
 

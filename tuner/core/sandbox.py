@@ -170,6 +170,31 @@ def free_port() -> int:
 # The sandbox
 
 
+
+# A process can exit while its /proc entry is read: open() then fails with FileNotFoundError, and a read of an
+# already opened file (or the listing of its task directory) with ProcessLookupError (ESRCH); a zombie being
+# reaped can even give an empty stat line.  Every one of these means "gone", never an error.
+_PROC_GONE = (FileNotFoundError, ProcessLookupError)
+
+
+def proc_state(pid: int) -> str | None:
+    """The one-letter state of ``pid`` from /proc/PID/stat (R, S, D, Z, ...), or None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except _PROC_GONE:
+        return None
+    fields = text.rsplit(")", 1)[-1].split() if ")" in text else []
+    return fields[0] if fields else None
+
+
+def proc_threads(pid: int) -> int | None:
+    """How many threads ``pid`` still has (entries of /proc/PID/task), or None when it is gone."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except _PROC_GONE:
+        return None
+
+
 @dataclass
 class Sandbox:
     name: str
@@ -327,11 +352,8 @@ class Sandbox:
         pid = self._read_pid()
         if pid and self._pid_is_ours(pid):
             # a zombie is not running
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except FileNotFoundError:
-                return None
-            return None if state == "Z" else pid
+            state = proc_state(pid)
+            return None if state in (None, "Z") else pid
         return None
 
     def state(self) -> SandboxState:
@@ -482,7 +504,10 @@ class Sandbox:
             except Exception:
                 pass  # SIGTERM still gives a clean (fast) shutdown
         if not asked:
-            os.kill(pid, sig)
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass  # it exited between the pid check and the signal: the wait below sees it gone
         deadline = t0 + timeout
         while time.monotonic() < deadline:
             if not self._pid_alive(pid):
@@ -501,18 +526,15 @@ class Sandbox:
 
     @staticmethod
     def _pid_alive(pid: int) -> bool:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
+        state = proc_state(pid)
+        if state is None:
             return False
         if state == "Z":
             # a killed multi-threaded server shows its leader as a zombie while other threads still exit and
             # still hold its files and sockets: it is gone only when no other thread is left
-            try:
-                if len(os.listdir(f"/proc/{pid}/task")) > 1:
-                    return True
-            except FileNotFoundError:
-                return False
+            threads = proc_threads(pid)
+            if threads is not None and threads > 1:
+                return True
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:

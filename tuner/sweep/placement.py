@@ -7,6 +7,13 @@ existing directory; ``tmpfs`` and ``zram`` tiers are created with the tiers code
 provider's ``destroy_steps`` when the sweep ends.  A mount left behind by a runner that was killed is
 recognized (same mount point, same kind) and reused.
 
+md RAID tiers are provisioned per cell: the arrays of a RAID-level sweep share their member devices, so
+each cell that uses one gets a fresh array of its tier's level over the named devices (the tiers code's
+``RaidCreate`` plan: ``mdadm --create``, a stripe-aligned mkfs, mount; a failed step undoes the ones
+done), runs on it, and the array is torn down after the cell (unmount, ``mdadm --stop``, the members'
+superblocks zeroed so the next cell's array can be created on them).  Only superblocks of the sweep's own
+arrays are ever zeroed; devices holding anything else are refused by ``mdadm --create`` itself.
+
 Components (``place_components``): the cell's datadir is cloned straight onto its tier (the clone is
 the copy).  A component placed on another tier (redo, ibdata, undo, tmpdir) is moved with the
 relocation code's own pieces -- ``components.top_names`` (which files are the component's),
@@ -19,7 +26,9 @@ journal or roll back.  The originals in the clone are removed only after the cop
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -33,9 +42,9 @@ from datadir_mover.tiers.detect import tier_for_path
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.registry import provider_for_tier
 from datadir_mover.tiers.base import split_options
-from datadir_mover.tiers.plan import Plan, apply_plan
+from datadir_mover.tiers.plan import Plan, apply_plan, run_argv
 from datadir_mover.tiers.provision import plan_create
-from datadir_mover.tiers.requests import RamdiskCreate, ZramCreate
+from datadir_mover.tiers.requests import RaidCreate, RamdiskCreate, ZramCreate
 from datadir_mover.move import components, placement as placement_file
 from datadir_mover.move.copy import copy_tree, walk
 from tuner.core.server import model_from_variables
@@ -57,6 +66,7 @@ class ProvidedTier:
     mountpoint: Path | None = None  # provisioned tiers
     created: bool = False  # this session mounted it (and destroys it at close)
     facts: dict[str, Any] = field(default_factory=dict)
+    per_cell: bool = False  # md: built for each cell that uses it, torn down after the cell
 
 
 class TierSession:
@@ -95,8 +105,11 @@ class TierSession:
             root.mkdir(parents=True, exist_ok=True)
             return ProvidedTier(t, root)
         if t.kind == "md":
-            raise SweepError(f"tier {t.name}: md RAID cannot be provided here; give an existing RAID mount as a "
-                             "path tier")
+            mountpoint = tier_mountpoint(self.run_id, t.name)
+            tier = ProvidedTier(t, mountpoint / "cells", mountpoint=mountpoint, per_cell=True)
+            # an array left by a runner that was killed during a cell: its cell is disposable, start afresh
+            _teardown_md(tier, self.echo)
+            return tier
         mountpoint = tier_mountpoint(self.run_id, t.name)
         created = False
         if not _is_mount(mountpoint):
@@ -110,11 +123,42 @@ class TierSession:
         root.mkdir(exist_ok=True)
         return ProvidedTier(t, root, mountpoint=mountpoint, created=created)
 
+    def open_cell(self, names: list[str]) -> None:
+        """Build the per-cell tiers (md arrays) ``names`` holds; another cell's arrays are torn down first."""
+        for name, t in self.provided.items():
+            if t.per_cell and t.created and name not in names:
+                self.close_cell()
+                break
+        for name in names:
+            t = self.provided[name]
+            if not t.per_cell or t.created:
+                continue
+            self.echo(f"creating tier {t.spec.describe()} on {t.mountpoint} for this cell")
+            _create_md(t.spec, t.mountpoint)
+            t.created = True
+            t.facts = {}  # a new array: its facts are read again
+            t.root.mkdir(exist_ok=True)
+
+    def close_cell(self) -> list[str]:
+        """Tear down the per-cell tiers built for the cell that ended; returns problems (never raises)."""
+        problems = []
+        for name, t in self.provided.items():
+            if t.per_cell and t.created:
+                try:
+                    self.echo(f"destroying tier {name} ({t.mountpoint}) after the cell")
+                    _teardown_md(t, self.echo)
+                except Exception as exc:  # keep tearing down the others
+                    problems.append(f"tier {name}: {exc}")
+                t.created = False
+        return problems
+
     def close(self) -> list[str]:
         """Destroy the tiers this session created; returns problems (never raises)."""
-        problems = []
+        problems = self.close_cell()
         for name, t in list(self.provided.items()):
-            if t.created and t.mountpoint is not None:
+            if t.per_cell:
+                pass  # torn down by close_cell above
+            elif t.created and t.mountpoint is not None:
                 try:
                     self.echo(f"destroying tier {name} ({t.mountpoint})")
                     destroy_tier(t.mountpoint, self.echo)
@@ -164,6 +208,56 @@ def _create_tier(t: TierSpec, mountpoint: Path, echo: Callable[[str], None]) -> 
         apply_plan(plan, echo=None)
     except InnotierError as exc:
         raise SweepError(f"tier {t.name}: {exc}") from None
+
+
+def md_array_name(t: TierSpec) -> str:
+    """The sweep's name for the array of md tier ``t`` (/dev/md/NAME; mdadm keeps it in the superblocks)."""
+    return "innotier-sw-" + re.sub(r"[^\w.-]", "-", t.name)[:16]
+
+
+def md_request(t: TierSpec, mountpoint: Path) -> RaidCreate:
+    return RaidCreate(level=int(t.level or 0), devices=tuple(t.device_paths), name=md_array_name(t),
+                      fs=t.fs or "ext4", mount=str(mountpoint), options=tuple(split_options(t.mount_options)))
+
+
+def _create_md(t: TierSpec, mountpoint: Path) -> None:
+    """A fresh array for one cell with the tiers code's own plan (undone step by step if a step fails)."""
+    if not t.device_paths:
+        raise SweepError(f"tier {t.name} (md) names no member devices; list them: devices: [/dev/sdb, /dev/sdc, ...]")
+    _zero_our_superblocks(t)   # left by a runner killed between stopping an array and zeroing its members
+    try:
+        plan = plan_create(md_request(t, mountpoint), Host())
+        apply_plan(plan, echo=None)
+    except InnotierError as exc:
+        raise SweepError(f"tier {t.name}: {exc}") from None
+
+
+def _teardown_md(tier: ProvidedTier, echo: Callable[[str], None]) -> None:
+    """Unmount and stop the cell's array (the tiers code's destroy steps), then zero its members' superblocks."""
+    t = tier.spec
+    if tier.mountpoint is not None and _is_mount(tier.mountpoint):
+        destroy_tier(tier.mountpoint, echo)
+    md = Path("/dev/md") / md_array_name(t)
+    if md.exists() and Path("/sys/block", os.path.basename(os.path.realpath(md)), "md").exists():
+        run_argv(["mdadm", "--stop", str(md)])   # assembled but not mounted
+    _zero_our_superblocks(t)
+
+
+def _zero_our_superblocks(t: TierSpec) -> None:
+    """Zero the md superblock of each member that holds one of THIS sweep's arrays, and no other."""
+    ours = [d for d in t.device_paths if _md_name_on(d).split(":")[-1] == md_array_name(t)]
+    if ours:
+        run_argv(["mdadm", "--zero-superblock", *ours])
+
+
+def _md_name_on(device: str) -> str:
+    """MD_NAME from ``mdadm --examine --export`` ("host:name"), or "" when the device has no md superblock."""
+    try:
+        out = subprocess.run(["mdadm", "--examine", "--export", device], capture_output=True, text=True,
+                             timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return next((ln.split("=", 1)[1] for ln in out.splitlines() if ln.startswith("MD_NAME=")), "")
 
 
 def destroy_tier(mountpoint: Path, echo: Callable[[str], None] | None = None) -> None:

@@ -29,10 +29,9 @@ from tuner.sweep.spec import DEFAULT_PLACEMENT, SETTINGS, SweepSpec, TierSpec, c
 from tuner.core.units import format_duration, format_size, human_size, parse_page_size, parse_size
 from datadir_mover.tiers.detect import tier_for_path
 from tuner.core.paths import innotier_home
-from tuner.sweep.placement import provision_blocker
+from tuner.sweep.placement import md_request, provision_blocker, tier_mountpoint
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.provision import plan_create
-from datadir_mover.tiers.requests import RaidCreate
 from tuner.sweep import golden as golden_mod
 from tuner.sweep.profile_bridge import lint_cell_options
 
@@ -254,7 +253,8 @@ def check_tier(t: TierSpec, need_bytes: int, run_id: str = "plan") -> TierCheck:
         raise SweepError(f"tier {t.name}: size {format_size(t.size)} is smaller than a cell's datadir (about "
                          f"{human_size(need_bytes)}); give size: {format_size(_round_up(need_bytes))} or more")
     if t.kind == "md":
-        return TierCheck(t.name, t, False, reason=_md_unavailable_reason(t))
+        reason = _md_unavailable_reason(t, need_bytes, run_id)
+        return TierCheck(t.name, t, reason is None, reason=reason)
 
     blocker = provision_blocker(t, run_id)  # the tiers code's own checks: root, zram module, mkfs, memory
     if blocker:
@@ -262,19 +262,39 @@ def check_tier(t: TierSpec, need_bytes: int, run_id: str = "plan") -> TierCheck:
     return TierCheck(t.name, t, True)
 
 
-def _md_unavailable_reason(t: TierSpec) -> str:
-    """Why a sweep cannot use an md RAID tier here: the tiers code's own blockers when devices are named."""
-    fix = ("create the array with `innotier tiers create raid` on a host that has the devices, mount it, and give "
-           "the mount as a path tier")
-    if t.device_paths:
-        request = RaidCreate(level=int(t.level or 0), devices=tuple(t.device_paths), name="innotier-sweep")
-        try:
-            blockers = plan_create(request, Host()).blockers
-        except InnotierError as exc:
-            blockers = [str(exc)]
-        if blockers:
-            return f"RAID {t.level} over {', '.join(t.device_paths)}: {blockers[0]}; {fix}"
-    return f"a sweep does not build RAID {t.level} arrays itself (member devices would be wiped); {fix}"
+def _md_unavailable_reason(t: TierSpec, need_bytes: int, run_id: str) -> str | None:
+    """Why a sweep cannot build this md RAID tier for its cells here (the tiers code's own blockers), or None.
+
+    The runner builds the array for each cell over the named devices and tears it down after it."""
+    if not t.device_paths:
+        return (f"a sweep builds RAID {t.level} arrays only over member devices the spec names (they are wiped); "
+                "list them: devices: [/dev/sdb, /dev/sdc, ...]")
+    request = md_request(t, tier_mountpoint(run_id, t.name))
+    try:
+        blockers = plan_create(request, Host()).blockers
+    except InnotierError as exc:
+        blockers = [str(exc)]
+    if blockers:
+        return (f"RAID {t.level} over {', '.join(t.device_paths)}: {blockers[0]}; run it on a host with the md "
+                "driver and these devices unused (or in `innotier lab run`)")
+    usable = _md_capacity(int(t.level or 0), [_device_bytes(d) for d in t.device_paths])
+    if usable < need_bytes:
+        return (f"RAID {t.level} over {', '.join(t.device_paths)} holds {human_size(usable)} but a cell needs about "
+                f"{human_size(need_bytes)}; use larger devices or fewer warehouses")
+    return None
+
+
+def _device_bytes(device: str) -> int:
+    try:
+        return int(Path("/sys/class/block", os.path.basename(device), "size").read_text()) * 512
+    except (OSError, ValueError):
+        return 0
+
+
+def _md_capacity(level: int, sizes: list[int]) -> int:
+    """Usable bytes of an md array of ``level`` over members of ``sizes`` (the smallest member counts)."""
+    n, one = len(sizes), min(sizes or [0])
+    return one * {0: n, 1: 1, 5: n - 1, 6: n - 2, 10: n // 2}.get(level, 0)
 
 
 def _round_up(n: int) -> int:

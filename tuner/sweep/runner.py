@@ -385,6 +385,7 @@ class Runner:
             phase(SweepPhase.PREPARE)
             golden_mod.discard_cell_sandbox(self.sandbox_name)  # an earlier, interrupted attempt
             clear_cell_dirs(tiers, self.sandbox_name)
+            tiers.open_cell(list(cell.tiers_used))  # md: this cell's own array over the named devices
             bins = self._bins(cell)
             key = golden_mod.key_for(self.spec, cell, bins)
             if not golden_mod.is_present(key):
@@ -514,6 +515,8 @@ class Runner:
             golden_mod.discard_cell_sandbox(self.sandbox_name)
         finally:
             clear_cell_dirs(tiers, self.sandbox_name)
+            for problem in tiers.close_cell():
+                self.echo(f"warning: {problem}")
 
 
 def _more_blocks_text(undecided, per_block: float) -> str:

@@ -100,9 +100,14 @@ class GoldenKey:
 
 def key_for(spec, cell, bins: ServerBinaries) -> GoldenKey:
     opts = cell.settings.get("options") or {}
-    init = tuple(sorted((k, str(v)) for k, v in opts.items() if k in INIT_OPTIONS))
-    return GoldenKey(flavor=bins.flavor.value, version=str(bins.version), page_size=cell.settings["page_size"],
-                     warehouses=spec.workload.warehouses, init_options=init, loader=_loader_digest())
+    return key_of(bins, cell.settings["page_size"], spec.workload.warehouses, opts)
+
+
+def key_of(bins: ServerBinaries, page_size: str, warehouses: int, options: dict[str, Any] | None = None) -> GoldenKey:
+    """The golden copy a datadir of these binaries, page size, warehouses and (init) options is cloned from."""
+    init = tuple(sorted((k, str(v)) for k, v in (options or {}).items() if k in INIT_OPTIONS))
+    return GoldenKey(flavor=bins.flavor.value, version=str(bins.version), page_size=page_size,
+                     warehouses=warehouses, init_options=init, loader=_loader_digest())
 
 
 def is_present(key: GoldenKey) -> bool:

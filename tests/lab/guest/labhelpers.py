@@ -1,7 +1,8 @@
 """In-guest helpers: run the real CLI and tools, record what the real drivers said, clean up what a test made.
 
-Runs only inside the lab VM (INNOTIER_IN_LAB=1): /dev/vdb.. are fresh virtual disks, region0 and region1
-are fresh NVDIMMs with initialised labels.
+Runs only inside the lab VM (INNOTIER_IN_LAB=1): region0 and region1 are fresh NVDIMMs with initialised
+labels; /dev/vdb../dev/vde (DISKS) are small fresh virtual disks for the device tests, /dev/vdf../dev/vdi
+(BIG_DISKS) larger ones for the arrays that hold a datadir (the moves and the raid-level sweep).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from datadir_mover.tiers.detect import detect_tiers
 
 DISKS = [f"/dev/vd{c}" for c in "bcde"]
+BIG_DISKS = [f"/dev/vd{c}" for c in "fghi"]
 OUT = Path(os.environ.get("LAB_OUT", "/tmp/lab-out"))
 
 
@@ -62,7 +64,7 @@ def all_tiers() -> list[dict]:
     return _tiers(include_all=True)
 
 
-def wipe_md() -> None:
+def wipe_md(disks: list[str] = DISKS) -> None:
     """Stop every md array and clear the disks' superblocks, whatever a test left behind."""
     for line in Path("/proc/mounts").read_text().splitlines():
         dev, mnt = line.split()[:2]
@@ -71,5 +73,5 @@ def wipe_md() -> None:
     for name in os.listdir("/sys/block"):
         if name.startswith("md"):
             sh("mdadm", "--stop", f"/dev/{name}", check=False)
-    sh("mdadm", "--zero-superblock", *DISKS, check=False)
-    sh("wipefs", "-a", "-q", *DISKS, check=False)
+    sh("mdadm", "--zero-superblock", *disks, check=False)
+    sh("wipefs", "-a", "-q", *disks, check=False)

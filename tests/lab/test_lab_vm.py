@@ -69,6 +69,9 @@ def run_groups(img, groups: tuple[str, ...], run_dir: Path, timeout: float, **kw
     assert junit.exists(), f"no JUnit XML (exit {result.exit_code}); console tail:\n" + "\n".join(result.console_tail)
     suite = ET.parse(junit).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    times = run_dir / "share" / "out" / "times.log"
+    if times.exists():
+        print("in-guest CLI calls (seconds):\n" + times.read_text(), flush=True)
     print(f"lab VM ({result.accelerator}): boot {result.boot_seconds} s, total {result.total_seconds} s; "
           + ", ".join(f"{g} {s:.0f} s" for g, s in group_seconds(suite).items())
           + f"; load average {_load()}", flush=True)

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from datadir_mover.tiers.detect import detect_tiers
@@ -29,10 +30,22 @@ def sh(*argv: str, check: bool = True, input: str | None = None) -> subprocess.C
 
 def cli(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     full = dict(os.environ, **(env or {}))
+    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True, env=full)
+    _note_time(f"innotier {' '.join(args[:2])}", time.monotonic() - t0)
     if check and proc.returncode != 0:
         raise AssertionError(f"innotier {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def _note_time(what: str, seconds: float) -> None:
+    """Where the guest's time goes (for the CI budget; $LAB_OUT/times.log comes back to the host)."""
+    try:
+        OUT.mkdir(parents=True, exist_ok=True)
+        with open(OUT / "times.log", "a") as fh:
+            fh.write(f"{seconds:7.1f} s  {what}\n")
+    except OSError:
+        pass
 
 
 def cli_json(*args: str) -> object:

@@ -127,7 +127,10 @@ def test_persist_on_the_dax_tier_restores_the_last_consistent_copy(tiers, golden
     assert out["first_sync"]["method"] == "mariadb-backup"
     synced = mvhelpers.checksums(spec)
     conn = spec.connect()
-    conn.cursor().execute("CREATE DATABASE after_sync")   # committed after the copy: lost with the tier
+    cur = conn.cursor()
+    cur.execute("CREATE DATABASE after_sync")             # committed after the copy: lost with the tier
+    cur.execute("SHOW DATABASES LIKE 'after_sync'")
+    assert cur.fetchall() == [("after_sync",)]
     conn.close()
     sb.stop("kill")                                       # power loss
     device = next(line.split()[0] for line in Path("/proc/mounts").read_text().splitlines()

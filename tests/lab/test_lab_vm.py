@@ -55,7 +55,7 @@ def lab_image_built():
 
 
 def run_groups(img, groups: tuple[str, ...], run_dir: Path, timeout: float, **kw) -> tuple[vm.VmResult, ET.Element]:
-    command = ("/opt/innotier/bin/python", "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rfEs", "-x",
+    command = ("/opt/innotier/bin/python", "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rfEs",
                "--timeout=900", "--durations=0", "--junitxml=/mnt/lab/out/junit.xml",
                *(f"tests/lab/guest/{g}" for g in groups))
     spec = vm.VmSpec(command=command, source=REPO, timeout=timeout, **kw)

@@ -7,6 +7,8 @@ labels; /dev/vdb../dev/vde (DISKS) are small fresh virtual disks for the device 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 
 from datadir_mover.tiers.detect import detect_tiers
+from tuner.cli import main
 
 DISKS = [f"/dev/vd{c}" for c in "bcde"]
 BIG_DISKS = [f"/dev/vd{c}" for c in "fghi"]
@@ -28,14 +31,35 @@ def sh(*argv: str, check: bool = True, input: str | None = None) -> subprocess.C
     return proc
 
 
+# Commands run in this process through the CLI's own main(argv): they hold no lock, signal handler or child
+# beyond the call, and a fresh interpreter costs seconds under emulation (importing the CLI's ~330 modules).
+# Everything else (moves and their journals, persist, TPC-C runs, sweeps, fio) gets its own process.
+IN_PROCESS = {("tiers", "create"), ("tiers", "destroy"), ("tiers", "list"), ("move", "status"),
+              ("profile", "lint"), ("tpcc", "check")}
+
+
 def cli(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    full = dict(os.environ, **(env or {}))
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True, env=full)
+    if tuple(args[:2]) in IN_PROCESS and not env:
+        proc = _cli_here(list(args))
+    else:
+        full = dict(os.environ, **(env or {}))
+        proc = subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True, env=full)
     _note_time(f"innotier {' '.join(args[:2])}", time.monotonic() - t0)
     if check and proc.returncode != 0:
         raise AssertionError(f"innotier {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def _cli_here(argv: list[str]) -> subprocess.CompletedProcess:
+    """`innotier ARGV` through tuner.cli.main in this process, with its exit code, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:   # argparse: bad usage (2), --help (0)
+            rc = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["innotier", *argv], rc, out.getvalue(), err.getvalue())
 
 
 def _note_time(what: str, seconds: float) -> None:

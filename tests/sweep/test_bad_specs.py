@@ -174,3 +174,21 @@ def test_blocks_run_every_cell_once_in_a_seeded_random_order(write_spec):
     assert [c.config_key for c in expand(spec)] == [c.config_key for c in cells]  # reproducible from the seed
     other = load_spec(write_spec(text + "seed: 7\n", "other.yaml"))
     assert [c.config_key for c in expand(other)] != [c.config_key for c in cells]
+
+
+def test_md_tier_without_named_devices_plans_and_says_why(cli, innotier_home, tmp_path):
+    spec = _write(tmp_path, "  md5: {kind: md, level: 5, devices: 4, size: 1G}\naxes:\n  placement: [disk, md5]\n")
+    plan = cli("sweep", "plan", spec)
+    assert plan.returncode == 0, plan.stderr
+    assert "sweep run will refuse" in plan.stdout and "only over member devices the spec names" in plan.stdout
+
+
+def test_md_capacity_and_array_names():
+    from tuner.sweep.placement import md_array_name
+    from tuner.sweep.plan import _md_capacity
+    from tuner.sweep.spec import TierSpec
+
+    g = 1 << 30
+    assert [_md_capacity(lv, [g, g, g, 2 * g]) for lv in (0, 1, 5, 6, 10)] == [4 * g, g, 3 * g, 2 * g, 2 * g]
+    name = md_array_name(TierSpec(name="raid 10/x", kind="md", level="10", devices=4))
+    assert name == "innotier-sw-raid-10-x"

@@ -517,6 +517,7 @@ def _common_settings(cells: list[Cell]) -> dict[str, str]:
 
 def print_plan(plan: Plan) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     con = Console()
@@ -536,7 +537,7 @@ def print_plan(plan: Plan) -> None:
         facts = t.facts
         fs = facts.get("fstype") or facts.get("fs") or t.spec.fs or (t.spec.kind if t.spec.kind in ("tmpfs", "ramfs") else "")
         desc = " ".join(str(x) for x in (fs, facts.get("kind") or "", facts.get("mountpoint") or "") if x)
-        tt.add_row(name, t.spec.kind, "yes" if t.available else f"no: {t.reason}", desc)
+        tt.add_row(name, t.spec.kind, "yes" if t.available else escape(f"no: {t.reason}"), escape(desc))
     con.print(tt)
     common = _common_settings(plan.cells)
     if common:
@@ -564,4 +565,4 @@ def print_plan(plan: Plan) -> None:
     con.print(f"estimated time: {format_duration(plan.estimate_seconds)} "
               f"(datadir about {human_size(plan.datadir_bytes)} per cell)")
     if plan.refusal:
-        con.print(f"[red]sweep run will refuse:[/red] {plan.refusal}")
+        con.print(f"[red]sweep run will refuse:[/red] {escape(plan.refusal)}")

@@ -40,7 +40,7 @@ APT_PACKAGES=(
   e2fsprogs xfsprogs btrfs-progs f2fs-tools util-linux kmod
   python3 python3-venv python3-pip
   debootstrap zstd   # server trees of MySQL 9.7 / MariaDB 11.8 from Debian sid/trixie (innotier server install)
-  qemu-system-x86 qemu-utils busybox-static cpio   # the lab VM (innotier lab: real PMEM and md RAID drivers)
+  qemu-system-x86 qemu-utils mmdebstrap busybox-static cpio   # the lab VM (innotier lab: real PMEM and md RAID drivers)
 )
 
 missing=()

@@ -181,7 +181,7 @@ def cmd_run(args) -> int:
     if plan.refusal:
         raise SweepError(f"sweep {plan.spec.name} cannot run on this machine: {plan.refusal}")
     print(f"sweep {plan.spec.name}: {len(plan.cells)} cell runs, estimated {format_duration(plan.estimate_seconds)}; "
-          f"results in run {plan.run_id}")
+          f"results in run {plan.run_id}", file=sys.stderr if args.json else sys.stdout)  # --json: stdout is JSON
     summary = _run_plan(plan, args, echo=(lambda m: print(m, file=sys.stderr)) if args.json else print)
     out = {"run_id": summary.run_id, "total": summary.total, "already_finished": summary.skipped_finished,
            "ran": summary.ran, "failed": summary.failed, "seconds": round(summary.seconds, 1),

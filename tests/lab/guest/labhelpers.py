@@ -112,3 +112,20 @@ def wipe_md(disks: list[str] = DISKS) -> None:
             sh("mdadm", "--stop", f"/dev/{name}", check=False)
     sh("mdadm", "--zero-superblock", *disks, check=False)
     sh("wipefs", "-a", "-q", *disks, check=False)
+
+
+SPEED_LIMIT_MAX = Path("/proc/sys/dev/raid/speed_limit_max")
+
+
+@contextlib.contextmanager
+def slow_resync(kib_per_s: int = 2000):
+    """Throttle md's initial resync while arrays that are torn down long before it would end hold data: under
+    emulation a full-speed resync of four 512 MiB members takes the CPU the server and the tests need (the
+    arrays stay correct while they resync; the device tests wait for resyncs with the default limit)."""
+    before = SPEED_LIMIT_MAX.read_text().strip()
+    SPEED_LIMIT_MAX.write_text(str(kib_per_s))
+    try:
+        yield
+    finally:
+        SPEED_LIMIT_MAX.write_text(before)
+

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import mvhelpers
-from labhelpers import BIG_DISKS, cli, sh, wipe_md
+from labhelpers import BIG_DISKS, cli, sh, slow_resync, wipe_md
 from tuner.core import sandbox as sbx
 from tuner.core.probe import file_is_dax
 from tuner.core.sandbox import Sandbox, list_sandboxes
@@ -38,14 +38,15 @@ PMEM, R10 = "/mnt/pmem", "/mnt/r10"
 @pytest.fixture(scope="module")
 def tiers():
     wipe_md(BIG_DISKS)
-    cli("tiers", "create", "pmem", "--source", "nvdimm", "--region", "region0", "--mount", PMEM)
-    cli("tiers", "create", "raid", "--level", "10", "--devices", *BIG_DISKS, "--name", "r10", "--chunk", "64K",
-        "--mount", R10)
-    yield
-    _destroy_sandboxes()
-    cli("tiers", "destroy", PMEM, "--force", check=False)
-    cli("tiers", "destroy", R10, "--force", check=False)
-    wipe_md(BIG_DISKS)
+    with slow_resync():
+        cli("tiers", "create", "pmem", "--source", "nvdimm", "--region", "region0", "--mount", PMEM)
+        cli("tiers", "create", "raid", "--level", "10", "--devices", *BIG_DISKS, "--name", "r10", "--chunk", "64K",
+            "--mount", R10)
+        yield
+        _destroy_sandboxes()
+        cli("tiers", "destroy", PMEM, "--force", check=False)
+        cli("tiers", "destroy", R10, "--force", check=False)
+        wipe_md(BIG_DISKS)
 
 
 @pytest.fixture(scope="module")

@@ -144,13 +144,14 @@ def test_persist_on_the_dax_tier_restores_the_last_consistent_copy(tiers, golden
     assert restored["restored"] is True and restored["generation"] == out["first_sync"]["id"], restored
     assert file_is_dax(str(Path(PMEM, "data", "ibdata1"))) is True
     sb.start(recover=True)
+    # every table equals the synced state, which is the state the TPC-C checks passed on in the test above
+    # (nothing wrote between that check and the sync): no second round of checks under emulation
     assert mvhelpers.checksums(spec) == synced
     conn = spec.connect()
     cur = conn.cursor()
     cur.execute("SHOW DATABASES LIKE 'after_sync'")
     assert cur.fetchall() == []
     conn.close()
-    mvhelpers.data_consistent(spec)
     _destroy_sandboxes()                                  # one server at a time: the guest has 1.5 GiB
 
 

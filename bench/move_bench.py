@@ -185,7 +185,7 @@ def copy_ratio(src: str, tier: str, repeat: int) -> tuple[float, float, int]:
         d1 = Path(tier, f"ours-{i}")
         d1.mkdir()
         t0 = time.monotonic()
-        copy_tree(src, d1, walk(src), verify=True)
+        copy_tree(src, d1, walk(src), verify=True, stable=True)
         ours.append(time.monotonic() - t0)
         shutil.rmtree(d1)
         d2 = Path(tier, f"cp-{i}")

@@ -218,7 +218,7 @@ class Executor:
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=prev,
                                  progress=self.progress("copy (server stopped)", total),
                                  after_file=self._mid("COPY"), verify=False,
-                                 page_size=int(self.plan.server["page_size"]))
+                                 page_size=int(self.plan.server["page_size"]), stable=True)
         self.journal.save_json("copy-manifest.json", manifest.to_dict())
         return {"files": st.files_copied, "bytes": st.bytes_copied, "files_delta": st.files_delta,
                 "files_unchanged_since_precopy": st.files_skipped,

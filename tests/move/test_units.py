@@ -64,7 +64,8 @@ def test_journal_lock_is_exclusive(tmp_path):
 
 
 
-def test_copy_keeps_holes_owner_mode_and_verifies(tmp_path):
+@pytest.mark.parametrize("stable", [False, True], ids=["buffered", "mapped-stopped-source"])
+def test_copy_keeps_holes_owner_mode_and_verifies(tmp_path, stable):
     src, dst = tmp_path / "src", tmp_path / "dst"
     (src / "db").mkdir(parents=True)
     mvhelpers.write_sparse(src / "ibdata1", 64 << 20, [(0, os.urandom(1 << 20)), (40 << 20, os.urandom(4096))])
@@ -73,7 +74,7 @@ def test_copy_keeps_holes_owner_mode_and_verifies(tmp_path):
     os.chown(src / "db" / "t.ibd", 65534, 65534)
     os.symlink("t.ibd", src / "db" / "link")
     dst.mkdir()
-    manifest, stats = copy_tree(src, dst, walk(src))
+    manifest, stats = copy_tree(src, dst, walk(src), stable=stable)
     assert stats.files_copied == 2 and all(r.verified for r in manifest.records.values())
     s, d = os.stat(src / "ibdata1"), os.stat(dst / "ibdata1")
     assert d.st_size == s.st_size and d.st_blocks * 512 < 8 << 20, "holes were filled"

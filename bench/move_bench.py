@@ -2,22 +2,25 @@
 """Mover figures at size: copy throughput vs `cp -a`, writes blocked, unavailability offline vs pre-copy, tpmC dip.
 
     sudo .venv/bin/python bench/move_bench.py [--warehouses 40] [--repeat 3] [--clients 4]
-                                              [--components datadir,redo] [--keep]
+                                              [--components datadir,redo] [--home DIR] [--keep]
 
 What it does (root: it mounts a tmpfs):
-1. a MariaDB sandbox (datadir on the root file system) with a TPC-C schema of W warehouses
-   (``tuner.tpcc.loader``; W=40 is about 4 GB);
-2. copy throughput: the mover's copy (read, xxh3 block digests, write, fsync, read back from
-   the target's medium) against ``cp -a`` of the same stopped datadir to the same tmpfs, page
-   cache warm for both, median of ``--repeat``;
+1. the TPC-C datadir of W warehouses (W=40 is about 4.5 GB) comes from a golden copy
+   (``tuner.sweep.golden``) kept under ``--home`` (default /var/tmp/innotier-move-bench): built
+   once (load, checks, slow shutdown), then cloned (cp + xxh3 verify) into a sandbox on the root
+   file system at every run, so a re-run does not reload;
+2. copy throughput, for the whole datadir and for the redo log only: the mover's copy of the
+   stopped files (mapped source, xxh3 block digests, write, fsync, read-back from the target's
+   medium) against ``cp -a`` of the same files to the same tmpfs, page cache warm for both,
+   run alternately, median of ``--repeat``; and the mover's online (buffered) path once;
 3. for each component (whole datadir, redo only): one move to the tmpfs with an offline copy
-   and one with the online pre-copy, each while a TPC-C New-Order load runs
-   (``--clients`` connections that reconnect through the restart and count the
-   transactions that fail meanwhile as errors), and the move back between them;
-   per move: server unavailable (stop to accepting connections, from the journal), writes
-   blocked (read lock for the sample + down), the plan's estimate, bytes copied while
-   stopped, and the tpmC (New-Order commits a minute) in the minute before vs the minute
-   containing the move, the lowest 5-second rate, and the errors.
+   and one with the online pre-copy, each while the built-in TPC-C driver runs (``--clients``
+   terminals that reconnect through the restart and count the transactions that fail meanwhile
+   as errors), and the move back between them; per move: server unavailable (stop to
+   accepting connections, from the journal) and where that time went (stop, delta copy,
+   read-back, switch, start), writes blocked, the plan's estimate, bytes copied while stopped,
+   the pre-flush before the stop, and the tpmC (1-second timeline of the driver) in the
+   half-minute before vs the minute around the stop, the lowest 5-second rate, and the errors.
 Prints the figures with the load average; the machine is shared, so read them as such.
 """
 
@@ -29,7 +32,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -42,10 +44,12 @@ from datadir_mover.move.copy import copy_tree, walk  # noqa: E402
 from datadir_mover.move.executor import Executor  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.core.server import inspect  # noqa: E402
-from tuner.tpcc import new_order, schema  # noqa: E402
-from tuner.tpcc.loader import load as tpcc_load  # noqa: E402
-from tuner.tpcc.session import Rollback, Session  # noqa: E402
-from tuner.tpcc.terminal import Terminal  # noqa: E402
+from tuner.sweep import golden  # noqa: E402
+from tuner.tpcc import driver  # noqa: E402
+from tuner.tpcc.config import RunConfig  # noqa: E402
+
+SANDBOX = "mvb"
+OPTIONS = {"innodb_buffer_pool_size": "1G", "innodb_log_file_size": "512M"}
 
 
 def loadavg() -> str:
@@ -55,70 +59,63 @@ def loadavg() -> str:
 # ---------------------------------------------------------------------------- the load
 
 
-class NewOrderLoad:
-    """``clients`` threads running TPC-C New-Order transactions (statements mode, no keying or think time).
+class _Enough(Exception):
+    """Raised from the driver's tick callback to end its run when the bench has what it needs."""
 
-    Each thread reconnects when the server goes away and counts the transaction that failed
-    as an error; commits are counted per second.  (The built-in driver gains the same
-    ride-through; until then this is the bench's own.)
+
+class DriverLoad:
+    """The built-in TPC-C driver in a thread, with a 1-second timeline kept on the monotonic clock.
+
+    The driver rides through the server's restart (reconnects, counts the transactions that
+    failed meanwhile as errors); ``close`` ends its run.
     """
 
-    def __init__(self, spec, warehouses: int, clients: int):
-        self.spec = spec.with_database("tpcc")
-        conn = self.spec.connect()
-        self.constants = schema.run_constants(conn, "tpcc")
-        conn.close()
-        self.warehouses, self.clients = warehouses, clients
-        self.stop = threading.Event()
+    def __init__(self, spec, clients: int, longest: float):
+        self.spec = spec
+        self.cfg = RunConfig(clients=clients, warmup=2.0, duration=longest, interval=1.0, outage_limit=120.0)
+        self.points: list[tuple[float, float, int]] = []  # (monotonic end of the second, tpmC, errors)
         self.lock = threading.Lock()
-        self.commits: dict[int, int] = {}  # whole second (monotonic) -> New-Order commits
-        self.errors: list[float] = []  # monotonic times of failed transactions
-        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(clients)]
+        self.stop = threading.Event()
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            driver.run(self.spec, self.cfg, on_interval=self._point, on_tick=self._tick)
+        except _Enough:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - reported by the bench
+            self.failure = exc
+
+    def _point(self, point) -> None:
+        with self.lock:
+            self.points.append((time.monotonic(), point.tpmc, point.errors))
+
+    def _tick(self, *_a) -> None:
+        if self.stop.is_set():
+            raise _Enough()
 
     def start(self) -> None:
-        for t in self.threads:
-            t.start()
+        self.thread.start()
 
     def close(self) -> None:
         self.stop.set()
-        for t in self.threads:
-            t.join(15)
+        self.thread.join(60)
 
-    def _client(self, number: int) -> None:
-        term = Terminal.for_client(number, self.warehouses, self.constants)
-        session = None
-        while not self.stop.is_set():
-            try:
-                if session is None:
-                    session = Session(self.spec, autocommit=False)
-                new_order.run_statements(session, new_order.make_input(term))
-                with self.lock:
-                    sec = int(time.monotonic())
-                    self.commits[sec] = self.commits.get(sec, 0) + 1
-            except Rollback:
-                pass  # the 1% that TPC-C rolls back on purpose
-            except Exception:
-                with self.lock:
-                    self.errors.append(time.monotonic())
-                if session is not None:
-                    session.close()
-                session = None
-                time.sleep(0.1)
+    def _window(self, t0: float, t1: float) -> list[tuple[float, float, int]]:
+        with self.lock:
+            return [p for p in self.points if t0 < p[0] <= t1]
 
     def tpm(self, t0: float, t1: float) -> float:
-        with self.lock:
-            n = sum(c for s, c in self.commits.items() if t0 <= s < t1)
-        return n * 60.0 / max(1.0, t1 - t0)
+        w = self._window(t0, t1)
+        return statistics.mean(p[1] for p in w) if w else float("nan")
 
     def lowest_5s(self, t0: float, t1: float) -> float:
-        with self.lock:
-            per = [sum(self.commits.get(s, 0) for s in range(a, a + 5)) * 12.0
-                   for a in range(int(t0), max(int(t0) + 1, int(t1) - 4))]
-        return min(per) if per else 0.0
+        w = [p[1] for p in self._window(t0, t1)]
+        return min(statistics.mean(w[i:i + 5]) for i in range(max(1, len(w) - 4))) if w else float("nan")
 
     def errors_between(self, t0: float, t1: float) -> int:
-        with self.lock:
-            return sum(1 for e in self.errors if t0 <= e < t1)
+        return sum(p[2] for p in self._window(t0, t1))
 
 
 # ---------------------------------------------------------------------------- moves
@@ -134,21 +131,22 @@ def move(sandbox: str, component: str, to: str, precopy: bool) -> dict:
     result["finalize"] = ex.finalize()
     result["estimate_s"] = plan.estimates["downtime_with_precopy_s" if precopy else "downtime_s"]
     result["plan_estimates"] = plan.estimates
+    result["shutdown"] = ex.journal.data("SHUTDOWN")
     # wall clock -> the monotonic clock the load counts on
     result["stop_began_mono"] = ex.journal.data("SHUTDOWN").get("stop_began_at", time.time()) - time.time() + \
         time.monotonic()
     return result
 
 
-def measured_move(load: NewOrderLoad, sandbox: str, component: str, to: str, precopy: bool, settle: float) -> dict:
+def measured_move(load: DriverLoad, sandbox: str, component: str, to: str, precopy: bool, settle: float) -> dict:
     time.sleep(settle)
     m0 = time.monotonic()
     r = move(sandbox, component, to, precopy)
     m1 = time.monotonic()
-    time.sleep(max(settle, 30.0))  # the minute around the stop is complete
-    minute_from = max(m0, r["stop_began_mono"] - 30)
-    r["tpm_before"] = load.tpm(m0 - 60, m0)
-    r["tpm_minute_of_move"] = load.tpm(minute_from, minute_from + 60)
+    time.sleep(settle)
+    stop = r["stop_began_mono"]
+    r["tpm_before"] = load.tpm(m0 - settle, m0)
+    r["tpm_minute_of_move"] = load.tpm(stop - 30, stop + 30)
     r["tpm_lowest_5s"] = load.lowest_5s(m0, m1 + settle)
     r["errors"] = load.errors_between(m0, m1 + settle)
     return r
@@ -159,16 +157,23 @@ def report_move(label: str, r: dict) -> None:
     pre = r.get("precopy") or {}
     passes = pre.get("passes") or []
     vs = r.get("verify_server") or {}
-    print(f"  {label}: unavailable {r.get('downtime_s', float('nan')):.2f} s (plan estimated {r['estimate_s']:.1f} s); "
-          f"writes blocked {r.get('writes_blocked_s', float('nan')):.2f} s; verified {r.get('until_verified_s', 0):.2f} s "
-          f"after the stop ({vs.get('mode')}: {vs.get('tables')} tables, "
-          f"{len(vs.get('changed_since_start') or [])} changed by clients since the start)")
+    print(f"  {label}: unavailable {r.get('downtime_s', float('nan')):.2f} s (plan estimated {r['estimate_s']:.1f} s"
+          + (f", pre-copy expected {pre['expected_downtime_s']:.1f} s" if 'expected_downtime_s' in pre else "")
+          + f"); writes blocked {r.get('writes_blocked_s', float('nan')):.2f} s; verified "
+          f"{r.get('until_verified_s', 0):.2f} s after the stop ({vs.get('mode')}: {vs.get('tables')} tables)")
+    bd = r.get("downtime_breakdown") or {}
+    print("      downtime breakdown: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in bd.items()
+                                                  if k != "preflush_before_stop_s"))
+    pf = (r.get("shutdown") or {}).get("preflush") or {}
+    if "seconds" in pf:
+        print(f"      pre-flush before the stop: {pf['seconds']:.1f} s, dirty pages {pf['dirty_before']} -> "
+              f"{pf['dirty_after']} ({pf['why']})")
     print(f"      copied while stopped: {copy.get('bytes', 0) / 2**20:.0f} MiB written, {copy.get('files', 0)} files "
           f"({copy.get('files_delta', 0)} as block deltas, {copy.get('files_unchanged_since_precopy', 0)} unchanged) "
           f"in {copy.get('seconds', 0):.2f} s" + (
               f"; pre-copy {len(passes)} passes: " + ", ".join(
                   f"{p['seconds']:.1f} s/{p['bytes_written'] / 2**20:.0f} MiB" for p in passes) if passes else ""))
-    print(f"      TPC-C: {r['tpm_before']:.0f} tpmC in the minute before, {r['tpm_minute_of_move']:.0f} in the minute "
+    print(f"      TPC-C: {r['tpm_before']:.0f} tpmC before the move, {r['tpm_minute_of_move']:.0f} in the minute "
           f"around the stop, lowest 5 s {r['tpm_lowest_5s']:.0f} tpmC; {r['errors']} failed transactions; "
           f"move wall time {r['wall_s']:.1f} s")
 
@@ -176,32 +181,89 @@ def report_move(label: str, r: dict) -> None:
 # ---------------------------------------------------------------------------- copy vs cp -a
 
 
-def copy_ratio(src: str, tier: str, repeat: int) -> tuple[float, float, int]:
+def _files(src: str, only: str | None) -> list[Path]:
+    return [f for f in Path(src).rglob("*") if f.is_file() and (only is None or f.name == only)]
+
+
+def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None) -> dict[str, float]:
+    """Seconds (median) of the mover's stopped-source copy and of cp -a, run alternately; the online path once."""
+    files = _files(src, only)
+    nbytes = sum(f.stat().st_size for f in files)
+    subprocess.run(["cat"] + [str(f) for f in files], stdout=subprocess.DEVNULL, check=True)  # page cache warm
+    entries = walk(src, [only]) if only else walk(src)
     ours, cp = [], []
-    nbytes = sum(f.stat().st_size for f in Path(src).rglob("*") if f.is_file())
-    subprocess.run(["cat"] + [str(f) for f in Path(src).rglob("*") if f.is_file()], stdout=subprocess.DEVNULL,
-                   check=True)  # page cache warm for both
+
+    def run_ours(i: int, stable: bool) -> float:
+        d = Path(tier, f"ours-{i}")
+        d.mkdir()
+        t0 = time.monotonic()
+        copy_tree(src, d, entries, verify=True, stable=stable)
+        el = time.monotonic() - t0
+        shutil.rmtree(d)
+        return el
+
+    def run_cp(i: int) -> float:
+        d = Path(tier, f"cp-{i}")
+        t0 = time.monotonic()
+        if only:
+            d.mkdir()
+            subprocess.run(["cp", "-a", str(Path(src, only)), str(d)], check=True)
+        else:
+            subprocess.run(["cp", "-a", src, str(d)], check=True)
+        el = time.monotonic() - t0
+        shutil.rmtree(d)
+        return el
+
     for i in range(repeat):
-        d1 = Path(tier, f"ours-{i}")
-        d1.mkdir()
-        t0 = time.monotonic()
-        copy_tree(src, d1, walk(src), verify=True, stable=True)
-        ours.append(time.monotonic() - t0)
-        shutil.rmtree(d1)
-        d2 = Path(tier, f"cp-{i}")
-        t0 = time.monotonic()
-        subprocess.run(["cp", "-a", src, str(d2)], check=True)
-        cp.append(time.monotonic() - t0)
-        shutil.rmtree(d2)
-    return statistics.median(ours), statistics.median(cp), nbytes
+        cp.append(run_cp(i))
+        ours.append(run_ours(i, True))
+    online = run_ours(repeat, False)
+    return {"bytes": nbytes, "ours": statistics.median(ours), "cp": statistics.median(cp), "online": online,
+            "ours_all": ours, "cp_all": cp}
+
+
+def report_ratio(label: str, r: dict[str, float], repeat: int) -> None:
+    mib = r["bytes"] / 2**20
+    print(f"copy of the stopped {label} ({mib:.0f} MiB) root fs -> tmpfs, page cache warm, alternating, "
+          f"median of {repeat}:")
+    print(f"  innotier copy (mapped source, xxh3, fsync, read-back): {r['ours']:.2f} s = {mib / r['ours']:.0f} MiB/s  "
+          f"(runs {', '.join(f'{x:.2f}' for x in r['ours_all'])})")
+    print(f"  cp -a:                                                 {r['cp']:.2f} s = {mib / r['cp']:.0f} MiB/s  "
+          f"(runs {', '.join(f'{x:.2f}' for x in r['cp_all'])})")
+    print(f"  innotier online path (buffered, as in pre-copy passes): {r['online']:.2f} s = "
+          f"{mib / r['online']:.0f} MiB/s")
+    print(f"  throughput ratio innotier / cp -a: {r['cp'] / r['ours']:.2f}  (load average now {loadavg()})")
+
+
+# ---------------------------------------------------------------------------- the data
+
+
+def datadir_bytes(path: str) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def sandbox_from_golden(home: Path, warehouses: int) -> sbx.Sandbox:
+    """A sandbox on the root file system holding a verified clone of the W-warehouse golden copy (built once)."""
+    bins = sbx.find_binaries()
+    key = golden.GoldenKey(flavor=bins.flavor.value, version=str(bins.version), page_size="16k",
+                           warehouses=warehouses, loader=golden._loader_digest())
+    t0 = time.monotonic()
+    built = not golden.is_present(key)
+    golden.ensure(key, bins, load_buffer_pool="1G", progress=lambda m: print(f"  {m}", flush=True))
+    if (sbx.sandboxes_dir() / SANDBOX / "sandbox.json").exists():
+        golden.discard_cell_sandbox(SANDBOX)  # left by an interrupted run
+    data = home / "mvb-data"
+    if data.exists():
+        shutil.rmtree(data)
+    cl = golden.clone(key, data)
+    sb = sbx.adopt(SANDBOX, data, key.dir / "client.cnf", "16k", bins, options=OPTIONS)
+    print(f"data: TPC-C {warehouses} warehouses, golden copy {key.id} "
+          f"({'built' if built else 'reused'}), cloned and verified in {time.monotonic() - t0:.0f} s "
+          f"({cl['bytes'] / 2**20:.0f} MiB); {os.uname().release}; {bins.version_string}")
+    return sb
 
 
 # ---------------------------------------------------------------------------- main
-
-
-def datadir_bytes(spec) -> int:
-    d = inspect(spec).datadir
-    return sum(f.stat().st_size for f in Path(d).rglob("*") if f.is_file())
 
 
 def main() -> int:
@@ -211,71 +273,71 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--components", default="datadir,redo")
     ap.add_argument("--tmpfs-size", default="12G")
-    ap.add_argument("--settle", type=float, default=10.0, help="seconds of load before and after each move")
+    ap.add_argument("--settle", type=float, default=20.0, help="seconds of load before and after each move")
+    ap.add_argument("--home", default="/var/tmp/innotier-move-bench",
+                    help="INNOTIER_HOME of the bench; keeps the golden copy between runs")
+    ap.add_argument("--no-copy", action="store_true", help="skip the copy-vs-cp part")
+    ap.add_argument("--no-moves", action="store_true", help="skip the moves under load")
     ap.add_argument("--keep", action="store_true", help="keep the sandbox and mount (for inspection)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("move_bench: run as root (it mounts a tmpfs)", file=sys.stderr)
         return 2
-    home = Path(tempfile.mkdtemp(prefix="ih-mvb-", dir="/var/tmp"))  # the root file system
+    home = Path(args.home)
+    home.mkdir(parents=True, exist_ok=True)
     os.environ["INNOTIER_HOME"] = str(home)
     tier = home / "tier"
-    tier.mkdir()
+    if tier.is_mount():
+        subprocess.run(["umount", str(tier)], check=True)  # left by an interrupted run
+    tier.mkdir(exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={args.tmpfs_size}", "tmpfs", str(tier)], check=True)
+    print(f"move_bench started, load average {loadavg()} (shared machine: other helpers may be running)")
     sb = None
     load = None
     try:
-        sb = sbx.create("mvb", options={"innodb_buffer_pool_size": "1G", "innodb_log_file_size": "512M"})
+        sb = sandbox_from_golden(home, args.warehouses)
+        comps = [c.strip() for c in args.components.split(",") if c.strip()]
+        if not args.no_copy:
+            print(f"load average before the copy test: {loadavg()}")
+            report_ratio("datadir", copy_ratio(sb.datadir, str(tier), args.repeat), args.repeat)
+            if "redo" in comps:
+                report_ratio("redo log", copy_ratio(sb.datadir, str(tier), args.repeat, "ib_logfile0"), args.repeat)
+        if args.no_moves:
+            return 0
         sb.start()
         spec = sb.connection_spec()
-        t0 = time.monotonic()
-        tpcc_load(spec, warehouses=args.warehouses, database="tpcc", drop=True, progress=False)
-        print(f"data: TPC-C {args.warehouses} warehouses, datadir {datadir_bytes(spec) / 2**20:.0f} MiB on "
-              f"the root file system, loaded in {time.monotonic() - t0:.0f} s; {os.uname().release}; "
-              f"{inspect(spec).version}")
-        home_dir = sb.datadir
-
-        sb.stop("clean")
-        print(f"load average before the copy test: {loadavg()} (shared machine: other helpers running)")
-        ours, cp, nbytes = copy_ratio(home_dir, str(tier), args.repeat)
-        print(f"copy of the stopped datadir ({nbytes / 2**20:.0f} MiB) root fs -> tmpfs, page cache warm, "
-              f"median of {args.repeat}:")
-        print(f"  innotier copy (xxh3, fsync, read-back): {ours:.2f} s = {nbytes / ours / 2**20:.0f} MiB/s")
-        print(f"  cp -a:                                  {cp:.2f} s = {nbytes / cp / 2**20:.0f} MiB/s")
-        print(f"  throughput ratio innotier / cp -a: {cp / ours:.2f}  (load average now {loadavg()})")
-        sb = sbx.Sandbox.load("mvb")
-        sb.start()
-
-        load = NewOrderLoad(spec, args.warehouses, args.clients)
+        load = DriverLoad(spec, args.clients, longest=3600.0)
         load.start()
-        time.sleep(max(args.settle, 30.0))  # a baseline minute starts filling
-        for comp in [c.strip() for c in args.components.split(",") if c.strip()]:
-            print(f"{comp} move root fs -> tmpfs with {args.clients} New-Order clients running "
-                  f"(load average {loadavg()}):")
+        time.sleep(args.settle + 5)  # warm-up and a baseline
+        for comp in comps:
+            print(f"{comp} move root fs -> tmpfs with {args.clients} TPC-C terminals running "
+                  f"(load average {loadavg()}):", flush=True)
             results = {}
             for precopy in (False, True):
                 to = str(tier / f"{comp}-{'pre' if precopy else 'off'}")
-                back = inspect(sbx.Sandbox.load("mvb").connection_spec()).locations()[comp]
-                r = measured_move(load, "mvb", comp, to, precopy, args.settle)
+                back = inspect(sbx.Sandbox.load(SANDBOX).connection_spec()).locations()[comp]
+                r = measured_move(load, SANDBOX, comp, to, precopy, args.settle)
                 results[precopy] = r
                 report_move("with pre-copy   " if precopy else "offline copy    ", r)
-                move("mvb", comp, back, False)
+                move(SANDBOX, comp, back, False)
             d0, d1 = results[False].get("downtime_s"), results[True].get("downtime_s")
             if d0 and d1:
-                print(f"  pre-copy unavailability = {d1 / d0:.2f} of the offline move's "
-                      f"(writes blocked {results[True].get('writes_blocked_s', 0) / max(1e-9, results[False].get('writes_blocked_s', 1)):.2f})")
+                w0, w1 = results[False].get("writes_blocked_s"), results[True].get("writes_blocked_s")
+                print(f"  pre-copy unavailability = {d1 / d0:.2f} of the offline move's"
+                      + (f" (writes blocked {w1 / w0:.2f})" if w0 and w1 else ""), flush=True)
+        if load.failure:
+            print(f"the TPC-C driver ended with: {load.failure}")
         print(f"load average at the end: {loadavg()}")
     finally:
         if load is not None:
             load.close()
         if not args.keep:
-            if sb is not None:
-                try:
-                    sbx.Sandbox.load("mvb").destroy(force=True)
-                except Exception:
-                    pass
+            try:
+                golden.discard_cell_sandbox(SANDBOX)
+            except Exception:  # noqa: BLE001 - best effort at the end of a bench
+                pass
             subprocess.run(["umount", str(tier)], check=False)
-            shutil.rmtree(home, ignore_errors=True)
+            shutil.rmtree(home / "mvb-data", ignore_errors=True)
     return 0
 
 

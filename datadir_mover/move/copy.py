@@ -88,6 +88,7 @@ class FileRecord:
     target_ino: int = 0
     verified: bool = False  # target content read back and equal to ``digest``
     lsn_floor: int = 0  # the server's checkpoint LSN read before the pass that read this file (0: unknown)
+    log_floor: int = 0  # the server's flushed redo LSN read before that pass (0: unknown; redo_stale_blocks)
 
 
 @dataclass
@@ -440,6 +441,52 @@ def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int, old_blocks:
     return frozenset(stale)
 
 
+REDO_NAME = re.compile(r"(^|/)ib_logfile0$")  # MariaDB 10.8+: one circular redo log file
+REDO_FORMATS = (0x50687973, 0x50687973 | 1 << 31)  # "Phys" (10.8+ physical log), and encrypted
+REDO_START = 12288  # the log proper begins here; the file header at 0, checkpoint blocks at 4096 and 8192
+REDO_CHECKPOINTS = (4096, 8192)
+
+
+def _redo_ranges(lo: int, hi: int, first_lsn: int, size: int) -> list[tuple[int, int]]:
+    """File ranges holding the LSNs [lo, hi) of a circular 10.8+ redo log (one range, or two when it wraps)."""
+    cap = size - REDO_START
+    a = REDO_START + (lo - first_lsn) % cap
+    n = hi - lo
+    return [(a, a + n)] if a + n <= size else [(a, size), (REDO_START, REDO_START + a + n - size)]
+
+
+def redo_stale_blocks(fd: int, size: int, log_floor: int, old_blocks: int) -> frozenset[int]:
+    """Blocks of a cleanly stopped MariaDB 10.8+ redo log the server may have written since ``log_floor``.
+
+    ``log_floor`` is the server's flushed LSN (``Innodb_lsn_flushed``) read before the pass
+    that copied the file began.  The server writes the log only at the place of the LSNs it
+    appends (``REDO_START + (lsn - first_lsn) % capacity``; the write of a batch starts in the
+    block holding the last written, hence flushed, LSN) and in the header block (checkpoints).
+    So what changed since is the header block and the ranges of [floor, end LSN], end taken
+    from the newest checkpoint block; with one ``BLOCK`` of margin on each side.  Anything not
+    understood (another format, an unclean shutdown whose checkpoint is not at the end, a
+    wrap of the whole log since the floor) gives every block: the file is compared whole.
+    """
+    every = frozenset(range(-(-size // BLOCK)))
+    head = os.pread(fd, 16, 0)
+    if len(head) < 16 or int.from_bytes(head[:4], "big") not in REDO_FORMATS or size <= REDO_START + 4 * BLOCK:
+        return every
+    first_lsn = int.from_bytes(head[8:16], "big")
+    cps = [os.pread(fd, 16, off) for off in REDO_CHECKPOINTS]
+    cps = [(int.from_bytes(c[:8], "big"), int.from_bytes(c[8:16], "big")) for c in cps if len(c) == 16]
+    if not cps or not log_floor or log_floor < first_lsn:
+        return every
+    checkpoint, end = max(cps)
+    if checkpoint != end or end < log_floor or end - log_floor + 3 * BLOCK >= size - REDO_START:
+        return every  # not a clean shutdown (recovery would need the log), or the log wrapped since the floor
+    lo = max(first_lsn, log_floor - BLOCK)
+    stale = {0}
+    stale.update(range(min(old_blocks, len(every)) - 1 if old_blocks else 0, len(every)))  # growth and the tail
+    for a, b in _redo_ranges(lo, end + BLOCK, first_lsn, size):
+        stale.update(range(a // BLOCK, -(-b // BLOCK)))
+    return frozenset(stale)
+
+
 HEADER_PROBE = 64  # page headers timed to tell a cached file from one on the device
 CACHED_HEADER_S = 20e-6  # a header read from the page cache takes 1-4 us here, from the device 100 us or more
 
@@ -575,14 +622,16 @@ class FileCopy:
 
 
 def copy_file(src: str, dst: str, progress: Progress | None = None, pool: ThreadPoolExecutor | None = None,
-              old: bytes | None = None, lsn_skip: tuple[int, int] | None = None, stable: bool = False) -> FileCopy:
+              old: bytes | None = None, lsn_skip: tuple | None = None, stable: bool = False) -> FileCopy:
     """Copy one regular file, keep owner/mode/mtime, fsync.
 
     Without ``old`` the target is created anew from the source's data extents; with
     ``old`` (the block digests of the target as verified earlier) only changed blocks are
-    rewritten.  With ``pool`` the file's pieces are copied in parallel.  ``lsn_skip``
-    (page size, LSN floor), only with ``old`` on a stopped server's tablespace: blocks whose
-    pages are all older than the floor are not even read (``stale_blocks``).  ``stable``: the
+    rewritten.  With ``pool`` the file's pieces are copied in parallel.  ``lsn_skip``, only
+    with ``old`` on a stopped server's file: ``("pages", page size, LSN floor)`` for a
+    tablespace, blocks whose pages are all older than the floor are not even read
+    (``stale_blocks``); ``("redo", flushed LSN floor)`` for a 10.8+ redo log, only the
+    blocks of the LSNs written since are (``redo_stale_blocks``).  ``stable``: the
     source cannot change meanwhile (server stopped), so it is hashed and written from a
     mapping (``_copy_piece_stable``); else through a buffer, so the bytes hashed are the
     bytes written even while the server writes.
@@ -598,7 +647,8 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
                 old = old[: (st.st_size + BLOCK - 1) // BLOCK * 16]  # the file may have shrunk or grown
             os.ftruncate(dfd, st.st_size)  # holes stay holes: only data is written below
             if old is not None and lsn_skip is not None:
-                stale = stale_blocks(sfd, st.st_size, lsn_skip[0], lsn_skip[1], len(old) // 16)
+                stale = (redo_stale_blocks(sfd, st.st_size, lsn_skip[1], len(old) // 16) if lsn_skip[0] == "redo"
+                         else stale_blocks(sfd, st.st_size, lsn_skip[1], lsn_skip[2], len(old) // 16))
                 parts = _run(pool, _copy_stale_blocks, [(sfd, dfd, a, b, progress, old, stale)
                                                         for a, b in segments(st.st_size)])
             else:
@@ -682,17 +732,18 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
               previous: Manifest | None = None, progress: Progress | None = None,
               after_file: Callable[[str], None] | None = None, verify: bool = True,
               workers: int = WORKERS, lsn_floor: int = 0, page_size: int = 0,
-              stable: bool = False) -> tuple[Manifest, CopyStats]:
+              stable: bool = False, log_floor: int = 0) -> tuple[Manifest, CopyStats]:
     """Copy ``entries`` (from ``walk``) from ``source`` into ``target``; with ``verify`` read each copy back.
 
     ``target`` must exist.  With ``previous`` (the pre-copy's manifest) unchanged files
     are kept and target files whose source entry is gone are removed.  Without
     ``verify`` the caller runs ``verify_tree`` (the mover's VERIFY step).  ``workers``
     pieces are in flight at once (small files whole, large files in ``SEGMENT`` pieces).
-    ``lsn_floor``: the server's checkpoint LSN read before this pass began, recorded with
-    every file read.  ``page_size`` (server stopped, with ``previous``): a changed
-    tablespace whose previous copy has an LSN floor is read only where its pages are not
-    older than that floor (``stale_blocks``).  ``stable``: nothing writes to the source
+    ``lsn_floor`` and ``log_floor``: the server's checkpoint and flushed LSNs read before
+    this pass began, recorded with every file read.  ``page_size`` (server stopped, with
+    ``previous``): a changed tablespace whose previous copy has an LSN floor is read only
+    where its pages are not older than that floor (``stale_blocks``), a redo log only where
+    the LSNs since its log floor lie (``redo_stale_blocks``).  ``stable``: nothing writes to the source
     during this call (server stopped): the copy reads it through mappings (``copy_file``).
     """
     t0 = time.monotonic()
@@ -731,11 +782,10 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
                 continue
             old = previous.blocks.get(rel) if prev is not None and _target_intact(prev, dst) else None
             # the page-LSN shortcut only for the same file (an undo truncation recreates its file)
-            skip = ((page_size, prev.lsn_floor) if old is not None and page_size and prev.lsn_floor
-                    and prev.ino == st.st_ino and TABLESPACE_NAME.search(rel) else None)
+            skip = _skip_rule(rel, st, prev, old, page_size)
             todo.append((rel, st, old, skip))
     for rec, fc in _copy_files(src, dst, todo, progress, after_file, verify, workers, stable):
-        rec.lsn_floor = lsn_floor
+        rec.lsn_floor, rec.log_floor = lsn_floor, log_floor
         manifest.records[rec.rel] = rec
         manifest.blocks[rec.rel] = fc.blocks
         stats.files_copied += 1
@@ -750,6 +800,22 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
     fsync_dir(dst)
     stats.seconds = time.monotonic() - t0
     return manifest, stats
+
+
+def _skip_rule(rel: str, st: os.stat_result, prev: FileRecord | None, old: bytes | None,
+               page_size: int) -> tuple | None:
+    """How a stopped server's changed file may be read only in part (see ``copy_file``), or None: read it whole.
+
+    Only for the same file (an undo truncation or a log resize recreates its file) whose
+    earlier copy has block digests and the LSN floor of its pass.
+    """
+    if old is None or not page_size or prev is None or prev.ino != st.st_ino:
+        return None
+    if prev.lsn_floor and TABLESPACE_NAME.search(rel):
+        return ("pages", page_size, prev.lsn_floor)
+    if prev.log_floor and REDO_NAME.search(rel):
+        return ("redo", prev.log_floor)
+    return None
 
 
 def _target_intact(prev: FileRecord, target: Path) -> bool:

@@ -23,7 +23,7 @@ from tuner.core.server import ServerModel, fetch_status, inspect, model_from_var
 from tuner.core.units import human_size
 
 from datadir_mover import apparmor
-from datadir_mover.move import components, placement, verify
+from datadir_mover.move import components, placement, preflush, verify
 from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
 from datadir_mover.move.journal import STATES, Journal, all_journals, crash_point, moves_dir
 from datadir_mover.move.plan import TYPICAL_START_S, Plan
@@ -152,11 +152,11 @@ class Executor:
             total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
             what = "pre-copy (server running)" if n == 1 else f"pre-copy pass {n}: changed blocks"
             began = time.time()
-            floor = self._checkpoint_lsn()  # before the pass reads anything (copy.stale_blocks)
+            floor, log_floor = self._lsn_floors()  # before the pass reads anything (copy.stale_blocks)
             manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=manifest,
                                      progress=self.progress(what, total),
                                      after_file=self._mid("PRECOPY") if n == 1 else None, verify=True,
-                                     lsn_floor=floor)
+                                     lsn_floor=floor, log_floor=log_floor)
             passes.append({"pass": n, "began_at": began, "seconds": round(st.seconds, 3),
                            "files_changed": st.files_copied, "files_delta": st.files_delta,
                            "bytes_written": st.bytes_copied, "files_unchanged": st.files_skipped})
@@ -188,19 +188,54 @@ class Executor:
                 raise MoveHalted(f"{self.control.describe()} is still running, but this move expects it stopped "
                                  f"(--no-shutdown); stop it ({self.plan.control['stop_hint']}) and run "
                                  f"`innotier move resume --id {self.plan.move_id}`")
-            if self.plan.verify != "files":
-                data["read_lock_at"] = time.time()
-                self._checksum_under_read_lock(data)
-            crash_point("SHUTDOWN:mid")
-            self.echo(f"stopping {self.control.describe()} ({self.plan.shutdown_mode} shutdown)")
-            data["stop_began_at"] = time.time()
-            self.control.stop(self.plan.shutdown_mode)
+            saved = self._preflush(data)
+            try:
+                if self.plan.verify != "files":
+                    data["read_lock_at"] = time.time()
+                    self._checksum_under_read_lock(data)
+                crash_point("SHUTDOWN:mid")
+                self.echo(f"stopping {self.control.describe()} ({self.plan.shutdown_mode} shutdown)")
+                data["stop_began_at"] = time.time()
+                self.control.stop(self.plan.shutdown_mode)
+            except BaseException:
+                self._release_read_lock()
+                self._restore_flush_settings(saved)
+                raise
             self._release_read_lock()
         data["stopped_at"] = time.time()
         self._require_stopped("SHUTDOWN")
         if self.journal.load_json("checksums-before.json") is None and self.plan.verify != "files":
             data["note"] = "the server was already stopped: no table checksums from before the move"
         return data
+
+    def _preflush(self, data: dict[str, Any]) -> dict[str, str] | None:
+        """Flush dirty pages at full speed while the server serves (``preflush``); the settings to restore.
+
+        The original settings are saved in the journal directory before they change, so a
+        resumed SHUTDOWN (or a rollback) restores those and not this step's own.
+        """
+        spec = self.plan.connection_spec()
+        saved = self.journal.load_json("flush-settings.json")
+        try:
+            if saved is None:
+                conn = spec.with_database(None).connect(connection_timeout=5)
+                try:
+                    saved = preflush.read_settings(conn)
+                finally:
+                    conn.close()
+                self.journal.save_json("flush-settings.json", saved)
+            result = preflush.flush(spec, saved, int(self.plan.server["page_size"]), echo=self.echo)
+        except InnotierError as exc:  # the flush only saves shutdown time: a server that refuses it stops anyway
+            data["preflush"] = {"skipped": str(exc)}
+            if saved is not None:
+                self._restore_flush_settings(saved)
+            return saved
+        data["preflush"] = result.to_dict()
+        return saved
+
+    def _restore_flush_settings(self, saved: dict[str, str] | None) -> None:
+        if saved is not None:
+            preflush.restore(self.plan.connection_spec(), saved)
 
     def _do_copy(self) -> dict[str, Any]:
         self._require_stopped("COPY")
@@ -326,6 +361,8 @@ class Executor:
         check: dict[str, Any] = {}
         if self.control.state() == "running":
             self._wait_accepting()
+            if not started:  # it kept running since SHUTDOWN's pre-flush: give it its own flush settings back
+                self._restore_flush_settings(self.journal.load_json("flush-settings.json"))
             before = self.journal.load_json("checksums-before.json") if frozen and started else None
             if before is not None and self.plan.verify == "tables":
                 self._take_read_lock()
@@ -512,16 +549,18 @@ class Executor:
         data["tables"] = len(sums)
         data["read_seconds"] = round(time.monotonic() - t0, 3)
 
-    def _checkpoint_lsn(self) -> int:
-        """The server's last checkpoint LSN (MariaDB's Innodb_lsn_last_checkpoint; 0 where it has none)."""
+    def _lsn_floors(self) -> tuple[int, int]:
+        """(last checkpoint LSN, flushed redo LSN) of the server (MariaDB's Innodb_lsn_*; 0 where it has none)."""
         try:
             conn = self.plan.connection_spec().with_database(None).connect()
             try:
-                return int(fetch_status(conn).get("Innodb_lsn_last_checkpoint", 0) or 0)
+                status = fetch_status(conn)
             finally:
                 conn.close()
+            return (int(status.get("Innodb_lsn_last_checkpoint", 0) or 0),
+                    int(status.get("Innodb_lsn_flushed", 0) or 0))
         except (InnotierError, ValueError):
-            return 0
+            return 0, 0
 
     def _take_read_lock(self) -> None:
         conn = self.plan.connection_spec().with_database(None).connect()
@@ -582,6 +621,37 @@ class Executor:
             blocked_from = sd.get("read_lock_at") or sd["stop_began_at"]
             blocked_to = vs[-1].at if (vs and self.plan.verify == "tables") else st["started_at"]
             out["writes_blocked_s"] = round(blocked_to - blocked_from, 3)
+        if out.get("downtime_s") is not None:
+            out["downtime_breakdown"] = self.downtime_breakdown()
+        return out
+
+    def downtime_breakdown(self) -> dict[str, float]:
+        """Where the time the server was unavailable went: stop, each offline step, start, waiting to accept.
+
+        From the journal: the stop as SHUTDOWN recorded it, COPY (delta read and write),
+        VERIFY (read-back), SWITCH and START from their begin/done records; ``other_s`` is
+        what lies between them (journal writes).  The pre-flush ran before the stop (not
+        downtime) and is listed apart.
+        """
+        began: dict[str, float] = {}
+        done: dict[str, float] = {}
+        for r in self.journal.records():
+            (began if r.event == "begin" else done)[r.state] = r.at
+        sd, st = self.journal.data("SHUTDOWN"), self.journal.data("START")
+        out: dict[str, float] = {}
+        if sd.get("stopped_at") and sd.get("stop_began_at"):
+            out["stop_s"] = round(sd["stopped_at"] - sd["stop_began_at"], 3)
+        for state in ("COPY", "VERIFY", "SWITCH"):
+            if state in began and state in done and done[state] >= began[state]:
+                out[f"{state.lower()}_s"] = round(done[state] - began[state], 3)
+        if "START" in began and st.get("started_at"):
+            out["start_s"] = round(st.get("start_seconds", 0.0), 3)
+            out["accept_wait_s"] = round(st["started_at"] - began["START"] - st.get("start_seconds", 0.0), 3)
+        if st.get("started_at") and sd.get("stop_began_at"):
+            out["other_s"] = round(st["started_at"] - sd["stop_began_at"] - sum(out.values()), 3)
+        pf = sd.get("preflush") or {}
+        if "seconds" in pf:
+            out["preflush_before_stop_s"] = pf["seconds"]
         return out
 
     def summary(self) -> dict[str, Any]:

@@ -339,3 +339,59 @@ def test_page_lsns_read_one_by_one_or_sequentially_agree(tmp_path):
         os.close(fd)
     assert cached == sequential == probed and len(cached) == 1000
     assert (cached[0], cached[513], cached[999], cached[1]) == (11, 99, 5, 7)
+
+
+# ---------------------------------------------------------------- the redo log's offline delta
+
+LOG_SIZE = 8 << 20
+
+
+def _redo_log(path: Path) -> None:
+    """A MariaDB 10.8+ ib_logfile0: "Phys" header with first LSN 12288, checkpoint blocks, random log body."""
+    body = bytearray(os.urandom(LOG_SIZE))
+    body[:12288] = bytes(12288)  # header and both checkpoint blocks
+    body[0:4] = b"Phys"
+    body[8:16] = (12288).to_bytes(8, "big")
+    path.write_bytes(bytes(body))
+    _checkpoint(path, 50_000, 50_000)
+
+
+def _checkpoint(path: Path, checkpoint: int, end: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(4096)
+        fh.write(checkpoint.to_bytes(8, "big") + end.to_bytes(8, "big"))
+
+
+def _append_log(path: Path, lsn: int, n: int) -> None:
+    """The server appends n bytes of log at LSN ``lsn`` (wrapping around the circular file)."""
+    data = os.urandom(n)
+    with open(path, "r+b") as fh:
+        for a, b in cp._redo_ranges(lsn, lsn + n, 12288, LOG_SIZE):
+            fh.seek(a)
+            fh.write(data[:b - a])
+            data = data[b - a:]
+
+
+@pytest.mark.parametrize("floor,written,clean,reads_blocks", [
+    (1_000_000, 300_000, True, (2, 10)),  # header and last blocks + those of [floor - margin, end + margin]
+    (LOG_SIZE - 100_000, 300_000, True, (2, 10)),  # the new log wraps to the start of the circle
+    (1_000_000, 300_000, False, (128, 128)),  # checkpoint behind the end: not a clean stop, read whole
+], ids=["inside", "wrapping", "unclean"])
+def test_offline_delta_of_the_redo_log_reads_only_what_was_logged_since_the_pass(tmp_path, floor, written, clean,
+                                                                                  reads_blocks):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    log = src / "ib_logfile0"
+    _redo_log(log)
+    _age(log)
+    first, _ = copy_tree(src, dst, walk(src), log_floor=floor)  # Innodb_lsn_flushed when the pass began
+    _trust_timestamps(first)
+    _append_log(log, floor, written)  # logged after the pass read the file, then the shutdown's checkpoint
+    _checkpoint(log, floor + written if clean else floor, floor + written)
+    read = []
+    final, st = copy_tree(src, dst, walk(src), previous=first, verify=False, page_size=PAGE, progress=read.append)
+    assert st.files_delta == 1
+    assert (dst / "ib_logfile0").read_bytes() == log.read_bytes()
+    assert reads_blocks[0] * BLOCK <= sum(read) <= reads_blocks[1] * BLOCK, sum(read) / BLOCK
+    assert final.records["ib_logfile0"].digest == digest_file(str(log))

@@ -39,6 +39,7 @@ again while the server is stopped.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import mmap
 import os
@@ -374,28 +375,39 @@ def _copy_stale_blocks(sfd: int, dfd: int, start: int, end: int, progress: Progr
                        stale: frozenset[int]) -> tuple[bytes, list[tuple[int, int]]]:
     """Like ``_copy_piece`` with ``old``, but only the blocks in ``stale`` are read; the rest keep their digests.
 
-    For a stopped server's tablespace whose pages outside ``stale`` provably have not been
-    written since the pass that copied them (``stale_blocks``).
+    For a stopped server's file whose blocks outside ``stale`` provably have not been
+    written since the pass that copied them (``stale_blocks``, ``redo_stale_blocks``).  Runs
+    of consecutive stale blocks are read in large reads (up to ``BUFFER``).
     """
     view = _buffer()
     digests: list[bytes] = []
     written: list[tuple[int, int]] = []
-    for bi in range(start // BLOCK, -(-end // BLOCK)):
-        a, b = bi * BLOCK, min((bi + 1) * BLOCK, end)
+    first, last = start // BLOCK, -(-end // BLOCK)
+    bi = first
+    while bi < last:
         prev = old[bi * 16:(bi + 1) * 16]
         if bi not in stale and len(prev) == 16:
             digests.append(prev)
+            bi += 1
             continue
+        run_end = bi + 1
+        while run_end < last and run_end - bi < BUFFER // BLOCK and (
+                run_end in stale or len(old[run_end * 16:(run_end + 1) * 16]) < 16):
+            run_end += 1
+        a, b = bi * BLOCK, min(run_end * BLOCK, end)
         n = _pread_full(sfd, view[:b - a], a)
         data = view[:n] if n == b - a else bytes(view[:n]) + bytes(b - a - n)
-        d = _block_digest(data)
-        if d != prev:
-            _write_all(dfd, data, a)
-            written.append((a, b))
-        digests.append(d)
+        for k in range(bi, run_end):
+            x, y = k * BLOCK - a, min((k + 1) * BLOCK, end) - a
+            d = _block_digest(data[x:y])
+            if d != old[k * 16:(k + 1) * 16]:
+                _write_all(dfd, data[x:y], a + x)
+                written.append((a + x, a + y))
+            digests.append(d)
         if progress:
             progress(b - a)
-    return b"".join(digests), written
+        bi = run_end
+    return b"".join(digests), _coalesce(written)
 
 
 FIL_PAGE_LSN = 16  # offset of a page's newest-modification LSN (8 bytes, big-endian) in every InnoDB page
@@ -435,10 +447,53 @@ def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int, old_blocks:
     stale = {0}
     per_block = max(1, BLOCK // page_size)
     stale.update(range(min(old_blocks, blocks) - 1 if old_blocks else 0, blocks))  # growth and the tail
-    for page, lsn in enumerate(page_lsns(fd, size, page_size)):
-        if lsn == 0 or lsn >= lsn_floor:
+    lsns = resident_page_lsns(fd, size, page_size)
+    for page, lsn in enumerate(lsns if lsns is not None else page_lsns(fd, size, page_size)):
+        if lsn is None or lsn == 0 or lsn >= lsn_floor:  # None: not in the page cache, so read the block whole
             stale.add(page // per_block)
     return frozenset(stale)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def resident_page_lsns(fd: int, size: int, page_size: int) -> list[int | None] | None:
+    """FIL_PAGE_LSN of every page whose header is in the page cache, None for the others; None without mincore.
+
+    The headers are read through a private mapping after one mincore(2) call told which
+    are cached, so none of them costs a device read: a page the server wrote with O_DIRECT
+    since the last pass read it is no longer cached (a direct write drops the cached copy),
+    and reading its block whole is the work the delta has to do anyway.  (A cached header is
+    the file's current content: the page cache is coherent with every write.)
+    """
+    pages = size // page_size
+    if pages == 0:
+        return []
+    length = pages * page_size
+    try:
+        m = mmap.mmap(fd, length, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except OSError:
+        return None
+    try:
+        vec = ctypes.create_string_buffer(-(-length // mmap.PAGESIZE))
+        anchor = ctypes.c_char.from_buffer(m)
+        try:
+            rc = _libc.mincore(ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(length), vec)
+        finally:
+            del anchor  # the mapping cannot be closed while ctypes holds it
+        if rc != 0:
+            return None
+        cached = vec.raw
+        out: list[int | None] = []
+        for p in range(pages):
+            o = p * page_size
+            if cached[o // mmap.PAGESIZE] & 1:
+                out.append(int.from_bytes(m[o + FIL_PAGE_LSN:o + FIL_PAGE_LSN + 8], "big"))
+            else:
+                out.append(None)
+        return out
+    finally:
+        m.close()
 
 
 REDO_NAME = re.compile(r"(^|/)ib_logfile0$")  # MariaDB 10.8+: one circular redo log file

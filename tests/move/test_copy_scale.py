@@ -276,6 +276,40 @@ def test_writer_during_precopied_move_loses_no_committed_row(clone, mv_tiers):
     assert not ex.finalize()["kept"]
 
 
+@pytest.mark.root
+def test_preflush_before_the_stop_is_undone_when_the_stop_fails(clone, mv_tiers, monkeypatch):
+    """The pre-flush lowers the dirty-page limits before the stop; a failed stop puts the server's own values back."""
+    from datadir_mover.move import preflush
+    from datadir_mover.move.control import SandboxControl
+    from tuner.core.errors import SandboxError
+
+    sb = clone("mv-flush")
+    spec = sb.connection_spec()
+    conn = spec.with_database(None).connect()
+    original = preflush.read_settings(conn)
+    cur = conn.cursor()
+    cur.execute("UPDATE tpcc.stock SET s_quantity = s_quantity + 1")  # every stock page dirty
+    conn.commit()
+    monkeypatch.setattr(preflush, "ENOUGH_BYTES", 0)  # flush down to the last page
+    seen = {}
+
+    def failing_stop(self, mode):
+        c = spec.with_database(None).connect()
+        seen.update(preflush.read_settings(c), dirty=preflush.dirty_pages(c))
+        c.close()
+        raise SandboxError("simulated failure of the stop")
+
+    monkeypatch.setattr(SandboxControl, "stop", failing_stop)
+    ex, _ = _move(sb.name, os.path.join(mv_tiers["tmpfs"], "flush"), precopy=False)
+    with pytest.raises(MoveError, match="SHUTDOWN failed.*simulated failure of the stop.*rolled back"):
+        ex.run()
+    assert float(seen["innodb_max_dirty_pages_pct"]) == 0.0 and float(seen["innodb_max_dirty_pages_pct_lwm"]) == 0
+    assert int(seen["innodb_io_capacity"]) > int(original["innodb_io_capacity"])
+    assert sb.state().value == "running" and ex.journal.phase == "rolled_back"
+    assert preflush.read_settings(conn) == original, "the pre-flush settings were left on the server"
+    conn.close()
+
+
 # ---------------------------------------------------------------- page LSNs (the offline delta of a tablespace)
 
 PAGE = 16384
@@ -321,6 +355,34 @@ def test_offline_delta_reads_only_blocks_with_pages_written_since_the_pass(tmp_p
         assert sum(read) == 400 * PAGE
     else:  # block 0 (header page), block 10, and the last block: 3 of 100 read
         assert sum(read) == 3 * BLOCK
+    assert final.records["db/t.ibd"].digest == digest_file(str(ts))
+
+
+def test_offline_delta_reads_blocks_whose_headers_left_the_page_cache_whole(tmp_path):
+    """A page the server wrote with O_DIRECT is no longer cached: its block is read whole, no header read first."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "db").mkdir(parents=True)
+    dst.mkdir()
+    ts = src / "db" / "t.ibd"
+    _tablespace(ts, 400, lsn=500)
+    _age(ts)
+    first, _ = copy_tree(src, dst, walk(src), lsn_floor=1000)
+    _trust_timestamps(first)
+    _write_page(ts, 41, lsn=2000)
+    fd = os.open(ts, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        lsns = cp.resident_page_lsns(fd, 400 * PAGE, PAGE)
+        assert lsns is not None and lsns[41] == 2000 and lsns[0] == 500  # cached: headers read in place
+        os.posix_fadvise(fd, 80 * PAGE, 8 * PAGE, os.POSIX_FADV_DONTNEED)  # blocks 20 and 21 leave the cache
+        lsns = cp.resident_page_lsns(fd, 400 * PAGE, PAGE)
+        assert lsns[80:88] == [None] * 8 and lsns[79] == 500 and lsns[88] == 500
+    finally:
+        os.close(fd)
+    read = []
+    final, st = copy_tree(src, dst, walk(src), previous=first, verify=False, page_size=PAGE, progress=read.append)
+    assert sum(read) == 5 * BLOCK  # header block, block 10 (new LSN), blocks 20-21 (not cached), the last block
+    assert st.bytes_copied == BLOCK and (dst / "db" / "t.ibd").read_bytes() == ts.read_bytes()
     assert final.records["db/t.ibd"].digest == digest_file(str(ts))
 
 

@@ -47,6 +47,7 @@ import re
 import stat
 import threading
 import time
+from array import array
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -102,6 +103,9 @@ class Manifest:
     # rel -> block digests of the verified target copy (kept in memory only: a delta pass after a
     # restart of the mover has none, so it copies changed files whole)
     blocks: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
+    # rel -> per block, the checkpoint LSN read before the pass that last read that block (memory only too):
+    # a pass that reads only some blocks of a file (stale_blocks) moves only their floors
+    floors: dict[str, array] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def bytes(self) -> int:
@@ -428,8 +432,8 @@ def _lsn_pages(fd: int, page_size: int) -> bool:
 TABLESPACE_NAME = re.compile(r"(^|/)(ibdata\d+|undo\d+|[^/]+\.ibd)$")  # files made of LSN-stamped pages
 
 
-def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int, old_blocks: int) -> frozenset[int]:
-    """Blocks of a stopped server's tablespace that may differ from the copy made after ``lsn_floor`` was read.
+def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int | array, old_blocks: int) -> frozenset[int]:
+    """Blocks of a tablespace that may differ from the copy made after ``lsn_floor`` was read.
 
     ``lsn_floor`` is the server's last checkpoint LSN, read before the pass that copied the
     file began.  Every page the server writes afterwards was dirty then or later, so it
@@ -439,7 +443,13 @@ def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int, old_blocks:
     needs a concurrent write, which stamps a newer LSN).  Stale: blocks with a page at or
     above the floor or with LSN 0 (never written, or a hole: compared by content), block 0
     (the header page, where the server writes outside the rule at shutdown), and blocks the
-    earlier copy did not have (the file grew).
+    earlier copy did not have (the file grew).  ``lsn_floor`` may also be one floor per block
+    (``Manifest.floors``): the floor of the pass that last read that block.
+
+    While the server runs (an online pass) the rule holds the same way: a header read torn by
+    a concurrent write may show the old LSN, but that write stamps an LSN at or above every
+    floor read before it, so the next pass, or the offline delta, finds the block stale
+    (its floor did not move, as it was not read).
     """
     blocks = -(-size // BLOCK)
     if not _lsn_pages(fd, page_size):
@@ -449,8 +459,10 @@ def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int, old_blocks:
     stale.update(range(min(old_blocks, blocks) - 1 if old_blocks else 0, blocks))  # growth and the tail
     lsns = resident_page_lsns(fd, size, page_size)
     for page, lsn in enumerate(lsns if lsns is not None else page_lsns(fd, size, page_size)):
-        if lsn is None or lsn == 0 or lsn >= lsn_floor:  # None: not in the page cache, so read the block whole
-            stale.add(page // per_block)
+        b = page // per_block
+        floor = lsn_floor if isinstance(lsn_floor, int) else (lsn_floor[b] if b < len(lsn_floor) else 0)
+        if lsn is None or lsn == 0 or lsn >= floor:  # None: not in the page cache, so read the block whole
+            stale.add(b)
     return frozenset(stale)
 
 
@@ -666,6 +678,7 @@ class FileCopy:
     blocks: bytes
     written: list[tuple[int, int]]
     delta: bool  # only changed blocks were written (the rest was verified earlier)
+    read_blocks: frozenset[int] | None = None  # the blocks read from the source (None: all of them)
 
     @property
     def digest(self) -> str:
@@ -683,10 +696,10 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
     Without ``old`` the target is created anew from the source's data extents; with
     ``old`` (the block digests of the target as verified earlier) only changed blocks are
     rewritten.  With ``pool`` the file's pieces are copied in parallel.  ``lsn_skip``, only
-    with ``old`` on a stopped server's file: ``("pages", page size, LSN floor)`` for a
-    tablespace, blocks whose pages are all older than the floor are not even read
-    (``stale_blocks``); ``("redo", flushed LSN floor)`` for a 10.8+ redo log, only the
-    blocks of the LSNs written since are (``redo_stale_blocks``).  ``stable``: the
+    with ``old``: ``("pages", page size, LSN floor(s))`` for a tablespace, blocks whose
+    pages are all older than their floor are not even read (``stale_blocks``, online too);
+    ``("redo", flushed LSN floor)`` for a stopped server's 10.8+ redo log, only the blocks
+    of the LSNs written since are (``redo_stale_blocks``).  ``stable``: the
     source cannot change meanwhile (server stopped), so it is hashed and written from a
     mapping (``_copy_piece_stable``); else through a buffer, so the bytes hashed are the
     bytes written even while the server writes.
@@ -706,7 +719,9 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
                          else stale_blocks(sfd, st.st_size, lsn_skip[1], lsn_skip[2], len(old) // 16))
                 parts = _run(pool, _copy_stale_blocks, [(sfd, dfd, a, b, progress, old, stale)
                                                         for a, b in segments(st.st_size)])
+                read = frozenset(b for b in range(-(-st.st_size // BLOCK)) if b in stale or b * 16 >= len(old))
             else:
+                read = None
                 piece = _copy_piece_stable if stable and MAP_POPULATE else _copy_piece
                 parts = _run(pool, piece, [(sfd, dfd, a, b, progress, old) for a, b in segments(st.st_size)])
             _keep_metadata_fd(dfd, st)
@@ -716,7 +731,7 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
             os.close(dfd)
     finally:
         os.close(sfd)
-    return FileCopy(st, b"".join(p[0] for p in parts), [r for p in parts for r in p[1]], old is not None)
+    return FileCopy(st, b"".join(p[0] for p in parts), [r for p in parts for r in p[1]], old is not None, read)
 
 
 def file_blocks(path: str, drop_cache: bool = True, pool: ThreadPoolExecutor | None = None,
@@ -795,10 +810,10 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
     ``verify`` the caller runs ``verify_tree`` (the mover's VERIFY step).  ``workers``
     pieces are in flight at once (small files whole, large files in ``SEGMENT`` pieces).
     ``lsn_floor`` and ``log_floor``: the server's checkpoint and flushed LSNs read before
-    this pass began, recorded with every file read.  ``page_size`` (server stopped, with
-    ``previous``): a changed tablespace whose previous copy has an LSN floor is read only
-    where its pages are not older than that floor (``stale_blocks``), a redo log only where
-    the LSNs since its log floor lie (``redo_stale_blocks``).  ``stable``: nothing writes to the source
+    this pass began, recorded with every file read.  ``page_size`` (with ``previous``): a
+    changed tablespace whose previous copy has LSN floors is read only where its pages are
+    not older than their block's floor (``stale_blocks``), a stopped server's redo log only
+    where the LSNs since its log floor lie (``redo_stale_blocks``).  ``stable``: nothing writes to the source
     during this call (server stopped): the copy reads it through mappings (``copy_file``).
     """
     t0 = time.monotonic()
@@ -807,6 +822,7 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
     stats = CopyStats()
     dirs: list[tuple[str, os.stat_result]] = []
     todo: list[tuple[str, os.stat_result]] = []
+    earlier: dict[str, array] = {}  # rel -> per-block floors of the previous copy (changed files)
     for rel, st in entries:
         s_path, d_path = src / rel, dst / rel
         if stat.S_ISDIR(st.st_mode):
@@ -830,6 +846,8 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
                 manifest.records[rel] = prev
                 if rel in previous.blocks:
                     manifest.blocks[rel] = previous.blocks[rel]
+                if rel in previous.floors:
+                    manifest.floors[rel] = previous.floors[rel]
                 stats.files_skipped += 1
                 stats.bytes_skipped += st.st_size
                 if progress:
@@ -837,12 +855,17 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
                 continue
             old = previous.blocks.get(rel) if prev is not None and _target_intact(prev, dst) else None
             # the page-LSN shortcut only for the same file (an undo truncation recreates its file)
-            skip = _skip_rule(rel, st, prev, old, page_size)
+            floors = _floors_of(previous, prev) if old is not None else None
+            skip = _skip_rule(rel, st, prev, old, page_size, floors)
             todo.append((rel, st, old, skip))
+            if floors is not None:
+                earlier[rel] = floors
     for rec, fc in _copy_files(src, dst, todo, progress, after_file, verify, workers, stable):
         rec.lsn_floor, rec.log_floor = lsn_floor, log_floor
         manifest.records[rec.rel] = rec
         manifest.blocks[rec.rel] = fc.blocks
+        manifest.floors[rec.rel] = _floors_after(fc, earlier.get(rec.rel), lsn_floor)
+        rec.lsn_floor = min(manifest.floors[rec.rel], default=lsn_floor)  # the file's floor: its oldest block's
         stats.files_copied += 1
         stats.bytes_copied += fc.bytes_written
         stats.files_delta += int(fc.delta)
@@ -857,17 +880,38 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
     return manifest, stats
 
 
+def _floors_of(previous: Manifest, prev: FileRecord) -> array | None:
+    """Per-block LSN floors of the previous copy of a file (its record's floor for every block when not kept)."""
+    if prev.rel in previous.floors:
+        return previous.floors[prev.rel]
+    return array("Q", [prev.lsn_floor]) * -(-prev.size // BLOCK) if prev.lsn_floor else None
+
+
+def _floors_after(fc: "FileCopy", earlier: array | None, floor: int) -> array:
+    """Per-block floors after a copy: ``floor`` (this pass's) for the blocks it read, the earlier ones elsewhere."""
+    n = -(-fc.st.st_size // BLOCK)
+    if fc.read_blocks is None or earlier is None:
+        return array("Q", [floor]) * n
+    out = array("Q", earlier[:n])
+    out.extend([0] * (n - len(out)))
+    for b in fc.read_blocks:
+        if b < n:
+            out[b] = floor
+    return out
+
+
 def _skip_rule(rel: str, st: os.stat_result, prev: FileRecord | None, old: bytes | None,
-               page_size: int) -> tuple | None:
-    """How a stopped server's changed file may be read only in part (see ``copy_file``), or None: read it whole.
+               page_size: int, floors: array | None = None) -> tuple | None:
+    """How a changed file may be read only in part (see ``copy_file``), or None: read it whole.
 
     Only for the same file (an undo truncation or a log resize recreates its file) whose
-    earlier copy has block digests and the LSN floor of its pass.
+    earlier copy has block digests and LSN floors.  A redo log's rule needs a stopped
+    server (a clean checkpoint); a tablespace's holds online as well (``stale_blocks``).
     """
     if old is None or not page_size or prev is None or prev.ino != st.st_ino:
         return None
-    if prev.lsn_floor and TABLESPACE_NAME.search(rel):
-        return ("pages", page_size, prev.lsn_floor)
+    if floors is not None and TABLESPACE_NAME.search(rel):
+        return ("pages", page_size, floors)
     if prev.log_floor and REDO_NAME.search(rel):
         return ("redo", prev.log_floor)
     return None

@@ -136,46 +136,61 @@ class Executor:
         return {}
 
     def _do_precopy(self) -> dict[str, Any]:
-        """Online passes until the delta stops shrinking: the first copies everything, each next one what changed.
+        """Online passes until the delta stops shrinking, then a pre-flush and one last pass: the first copies
+        everything, each next one what changed.
 
-        A pass re-reads the files whose size/mtime/ctime changed and rewrites only the 64 KiB
-        blocks whose digest changed (copy.py), so the offline COPY after the stop costs a
-        read of the hot files plus their changed blocks.  The passes stop when one takes
-        less than ``PRECOPY_ENOUGH_S``, when a pass is not ``PRECOPY_SHRINK`` faster than the
-        one before (the write rate keeps the delta where it is), or after ``PRECOPY_MAX_PASSES``.
+        A pass re-reads the files whose size/mtime/ctime changed, and of a tablespace only the
+        64 KiB blocks with a page at or above the LSN floor of the pass that last read them
+        (copy.stale_blocks); it rewrites only the blocks whose digest changed.  The passes stop
+        when one takes less than ``PRECOPY_ENOUGH_S``, when a pass is not ``PRECOPY_SHRINK``
+        faster than the one before (the write rate keeps the delta where it is), or after
+        ``PRECOPY_MAX_PASSES``.  Then the dirty pages are flushed while the server serves
+        (``preflush``; the settings stay lowered until the stop) and a last pass copies what
+        that flush wrote, so neither the shutdown nor the offline delta has to.
         """
         self._ensure_target()
         passes: list[dict[str, Any]] = []
         manifest: Manifest | None = None
+        page_size = int(self.plan.server["page_size"])
+        flushed: dict[str, Any] = {}
         for n in range(1, PRECOPY_MAX_PASSES + 1):
-            entries = self._entries()
-            total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
-            what = "pre-copy (server running)" if n == 1 else f"pre-copy pass {n}: changed blocks"
-            began = time.time()
-            floor, log_floor = self._lsn_floors()  # before the pass reads anything (copy.stale_blocks)
-            manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=manifest,
-                                     progress=self.progress(what, total),
-                                     after_file=self._mid("PRECOPY") if n == 1 else None, verify=True,
-                                     lsn_floor=floor, log_floor=log_floor)
-            passes.append({"pass": n, "began_at": began, "seconds": round(st.seconds, 3),
-                           "files_changed": st.files_copied, "files_delta": st.files_delta,
-                           "bytes_written": st.bytes_copied, "files_unchanged": st.files_skipped})
-            self.echo(f"pre-copy pass {n}: {st.files_copied} files changed, {human_size(st.bytes_copied)} written "
-                      f"in {st.seconds:.1f} s")
-            if n > 1 and (st.seconds < PRECOPY_ENOUGH_S or st.seconds > PRECOPY_SHRINK * passes[-2]["seconds"]):
+            last = n == PRECOPY_MAX_PASSES or (n > 1 and (passes[-1]["seconds"] < PRECOPY_ENOUGH_S or (
+                n > 2 and passes[-1]["seconds"] > PRECOPY_SHRINK * passes[-2]["seconds"])))
+            if last and not self.plan.no_shutdown and self.control.state() == "running":
+                self._preflush(flushed)  # then one more pass copies what the flush wrote
+            manifest, st = self._precopy_pass(n, manifest, page_size)
+            passes.append(st)
+            if last:
                 break
         self._precopy = manifest
         self.journal.save_json("precopy-manifest.json", manifest.to_dict())
-        last = passes[-1]
+        final = passes[-1]
         rate = self.plan.estimates.get("copy_rate_bytes_per_s") or 100e6
-        expected_copy = last["bytes_written"] / rate + self.plan.estimates.get("copy_delta_s", 0.0)
+        # the offline delta rewrites about what the last online pass rewrote (the blocks written during one
+        # pass), at the copy rate, plus the changed files' page headers and the redo written since the pass
+        expected_copy = final["bytes_written"] / rate + self.plan.estimates.get("copy_delta_s", 0.0)
+        expected = (self.plan.estimates.get("shutdown_s", 1.0) + expected_copy
+                    + self.plan.estimates.get("start_s", TYPICAL_START_S))
+        self.echo(f"pre-copy done in {len(passes)} passes; expected downtime {expected:.1f} s")
         return {"passes": passes, "files": passes[0]["files_changed"], "bytes": passes[0]["bytes_written"],
-                "seconds": round(sum(p["seconds"] for p in passes), 3),
-                # the offline delta pass rewrites about what the last online pass rewrote (the blocks written
-                # during one pass), at the copy rate, plus one page header read per page of the changed files
-                "expected_copy_s": round(expected_copy, 1),
-                "expected_downtime_s": round(self.plan.estimates.get("shutdown_s", 1.0) + expected_copy
-                                             + self.plan.estimates.get("start_s", TYPICAL_START_S), 1)}
+                "seconds": round(sum(p["seconds"] for p in passes), 3), "preflush": flushed.get("preflush"),
+                "expected_copy_s": round(expected_copy, 1), "expected_downtime_s": round(expected, 1)}
+
+    def _precopy_pass(self, n: int, manifest: Manifest | None, page_size: int) -> tuple[Manifest, dict[str, Any]]:
+        entries = self._entries()
+        total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
+        what = "pre-copy (server running)" if n == 1 else f"pre-copy pass {n}: changed blocks"
+        began = time.time()
+        floor, log_floor = self._lsn_floors()  # before the pass reads anything (copy.stale_blocks)
+        manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=manifest,
+                                 progress=self.progress(what, total),
+                                 after_file=self._mid("PRECOPY") if n == 1 else None, verify=True,
+                                 lsn_floor=floor, log_floor=log_floor, page_size=page_size)
+        self.echo(f"pre-copy pass {n}: {st.files_copied} files changed, {human_size(st.bytes_copied)} written "
+                  f"in {st.seconds:.1f} s")
+        return manifest, {"pass": n, "began_at": began, "seconds": round(st.seconds, 3),
+                          "files_changed": st.files_copied, "files_delta": st.files_delta,
+                          "bytes_written": st.bytes_copied, "files_unchanged": st.files_skipped}
 
     def _do_shutdown(self) -> dict[str, Any]:
         state = self.control.state()

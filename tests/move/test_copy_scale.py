@@ -386,6 +386,33 @@ def test_offline_delta_reads_blocks_whose_headers_left_the_page_cache_whole(tmp_
     assert final.records["db/t.ibd"].digest == digest_file(str(ts))
 
 
+def test_online_pass_reads_only_stale_blocks_and_moves_only_their_floors(tmp_path):
+    """An online pass re-reads the blocks with pages at or above their floor; the offline delta then uses per-block
+    floors, so a page written after the first pass but below the second pass's floor is still found."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "db").mkdir(parents=True)
+    dst.mkdir()
+    ts = src / "db" / "t.ibd"
+    _tablespace(ts, 400, lsn=500)
+    _age(ts)
+    first, _ = copy_tree(src, dst, walk(src), lsn_floor=1000)
+    _trust_timestamps(first)
+    _write_page(ts, 41, lsn=2000)  # block 10, written after pass 1
+    read = []
+    second, st = copy_tree(src, dst, walk(src), previous=first, lsn_floor=3000, page_size=PAGE,
+                           progress=read.append)  # the online pass 2: its checkpoint floor is 3000
+    assert sum(read) == 3 * BLOCK and st.bytes_copied == BLOCK  # header block, block 10, last block
+    floors = second.floors["db/t.ibd"]
+    assert floors[10] == 3000 and floors[50] == 1000 and second.records["db/t.ibd"].lsn_floor == 1000
+    _trust_timestamps(second)
+    _write_page(ts, 200, lsn=2500)  # block 50: written during pass 2, LSN below pass 2's floor
+    read = []
+    final, st = copy_tree(src, dst, walk(src), previous=second, verify=False, page_size=PAGE, progress=read.append)
+    assert sum(read) == 3 * BLOCK  # header block, block 50 (floor 1000), last block; block 10 not again
+    assert (dst / "db" / "t.ibd").read_bytes() == ts.read_bytes()
+    assert final.records["db/t.ibd"].digest == digest_file(str(ts))
+
+
 def test_page_lsns_read_one_by_one_or_sequentially_agree(tmp_path):
     ts = tmp_path / "t.ibd"
     _tablespace(ts, 1000, lsn=7)

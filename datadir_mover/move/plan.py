@@ -24,7 +24,7 @@ from datadir_mover import apparmor, selinux
 from datadir_mover.move import components, placement, preflight, sample
 from datadir_mover.move import verify as verify_mod
 from datadir_mover.move.control import SandboxControl, SystemdControl, control_for, server_user
-from datadir_mover.move.copy import TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes, walk
+from datadir_mover.move.copy import REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes, walk
 from tuner.core.sandbox import Sandbox
 
 PLAN_VERSION = 1
@@ -337,13 +337,13 @@ def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str,
     that changed since the last online pass (those written in the last ``RECENT_SECONDS``)
     and copies the blocks the server wrote since that pass began: the measured change rate
     over one pass (a re-read of those files, ``SCAN_SPEEDUP`` times the copy rate) and the
-    shutdown.  Files that are not tablespaces (the redo log) are re-read whole.  Shutdown and start are this
+    shutdown.  Files that are neither tablespaces nor a 10.8+ redo log are re-read whole.  Shutdown and start are this
     server's own last figures when it has them (sandboxes record them in timings.json), else typical ones.
     """
     now = time.time()
     files = [(rel, st) for rel, st in entries if stat.S_ISREG(st.st_mode) and now - st.st_mtime < RECENT_SECONDS]
     recent = sum(st.st_size for _, st in files)
-    plain = sum(st.st_size for rel, st in files if not TABLESPACE_NAME.search(rel))
+    plain = sum(st.st_size for rel, st in files if not (TABLESPACE_NAME.search(rel) or REDO_NAME.search(rel)))
     r = rate or 100e6
     measured = measured or {}
     stop_key = f"stop_{mode}_s"

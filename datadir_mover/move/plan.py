@@ -337,8 +337,9 @@ def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str,
     that changed since the last online pass (those written in the last ``RECENT_SECONDS``)
     and copies the blocks the server wrote since that pass began: the measured change rate
     over one pass (a re-read of those files, ``SCAN_SPEEDUP`` times the copy rate) and the
-    shutdown.  Files that are neither tablespaces nor a 10.8+ redo log are re-read whole.  Shutdown and start are this
-    server's own last figures when it has them (sandboxes record them in timings.json), else typical ones.
+    shutdown.  Files that are neither tablespaces nor a 10.8+ redo log are re-read whole.  Shutdown
+    and start are this server's own last figures when it has them (sandboxes record them in
+    timings.json), else typical ones.
     """
     now = time.time()
     files = [(rel, st) for rel, st in entries if stat.S_ISREG(st.st_mode) and now - st.st_mtime < RECENT_SECONDS]

@@ -24,7 +24,8 @@ from datadir_mover import apparmor, selinux
 from datadir_mover.move import components, placement, preflight, sample
 from datadir_mover.move import verify as verify_mod
 from datadir_mover.move.control import SandboxControl, SystemdControl, control_for, server_user
-from datadir_mover.move.copy import REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes, walk
+from datadir_mover.move.copy import (REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes,
+                                     walk)
 from tuner.core.sandbox import Sandbox
 
 PLAN_VERSION = 1

@@ -143,8 +143,8 @@ def measured_move(load: DriverLoad, sandbox: str, component: str, to: str, preco
     m0 = time.monotonic()
     r = move(sandbox, component, to, precopy)
     m1 = time.monotonic()
-    time.sleep(settle)
     stop = r["stop_began_mono"]
+    time.sleep(max(settle, stop + 31 - time.monotonic()))  # the minute around the stop is complete
     r["tpm_before"] = load.tpm(m0 - settle, m0)
     r["tpm_minute_of_move"] = load.tpm(stop - 30, stop + 30)
     r["tpm_lowest_5s"] = load.lowest_5s(m0, m1 + settle)

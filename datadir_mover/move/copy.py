@@ -856,7 +856,7 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
             old = previous.blocks.get(rel) if prev is not None and _target_intact(prev, dst) else None
             # the page-LSN shortcut only for the same file (an undo truncation recreates its file)
             floors = _floors_of(previous, prev) if old is not None else None
-            skip = _skip_rule(rel, st, prev, old, page_size, floors)
+            skip = _skip_rule(rel, st, prev, old, page_size, floors, stable)
             todo.append((rel, st, old, skip))
             if floors is not None:
                 earlier[rel] = floors
@@ -901,18 +901,19 @@ def _floors_after(fc: "FileCopy", earlier: array | None, floor: int) -> array:
 
 
 def _skip_rule(rel: str, st: os.stat_result, prev: FileRecord | None, old: bytes | None,
-               page_size: int, floors: array | None = None) -> tuple | None:
+               page_size: int, floors: array | None = None, stopped: bool = False) -> tuple | None:
     """How a changed file may be read only in part (see ``copy_file``), or None: read it whole.
 
     Only for the same file (an undo truncation or a log resize recreates its file) whose
-    earlier copy has block digests and LSN floors.  A redo log's rule needs a stopped
-    server (a clean checkpoint); a tablespace's holds online as well (``stale_blocks``).
+    earlier copy has block digests and LSN floors.  A redo log's rule needs a ``stopped``
+    server (its end LSN is final only then); a tablespace's holds online as well
+    (``stale_blocks``).
     """
     if old is None or not page_size or prev is None or prev.ino != st.st_ino:
         return None
     if floors is not None and TABLESPACE_NAME.search(rel):
         return ("pages", page_size, floors)
-    if prev.log_floor and REDO_NAME.search(rel):
+    if stopped and prev.log_floor and REDO_NAME.search(rel):
         return ("redo", prev.log_floor)
     return None
 

@@ -479,8 +479,14 @@ def test_offline_delta_of_the_redo_log_reads_only_what_was_logged_since_the_pass
     _append_log(log, floor, written)  # logged after the pass read the file, then the shutdown's checkpoint
     _checkpoint(log, floor + written if clean else floor, floor + written)
     read = []
-    final, st = copy_tree(src, dst, walk(src), previous=first, verify=False, page_size=PAGE, progress=read.append)
+    final, st = copy_tree(src, dst, walk(src), previous=first, verify=False, page_size=PAGE, progress=read.append,
+                          stable=True)  # the server is stopped: the end LSN is final
     assert st.files_delta == 1
     assert (dst / "ib_logfile0").read_bytes() == log.read_bytes()
     assert reads_blocks[0] * BLOCK <= sum(read) <= reads_blocks[1] * BLOCK, sum(read) / BLOCK
     assert final.records["ib_logfile0"].digest == digest_file(str(log))
+    _trust_timestamps(final)
+    _append_log(log, floor + written, 1000)  # online (not stable), the end LSN is not final: read it whole
+    read = []
+    copy_tree(src, dst, walk(src), previous=final, page_size=PAGE, progress=read.append)
+    assert sum(read) == LOG_SIZE

@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from datadir_mover.move import plan as planmod  # noqa: E402
-from datadir_mover.move.copy import copy_tree, walk  # noqa: E402
+from datadir_mover.move.copy import WORKERS, copy_tree, walk  # noqa: E402
 from datadir_mover.move.executor import Executor  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.core.server import inspect  # noqa: E402
@@ -185,7 +185,7 @@ def _files(src: str, only: str | None) -> list[Path]:
     return [f for f in Path(src).rglob("*") if f.is_file() and (only is None or f.name == only)]
 
 
-def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None) -> dict[str, float]:
+def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None, workers: int = WORKERS) -> dict[str, float]:
     """Seconds (median) of the mover's stopped-source copy and of cp -a, run alternately; the online path once."""
     files = _files(src, only)
     nbytes = sum(f.stat().st_size for f in files)
@@ -197,7 +197,7 @@ def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None) -> dic
         d = Path(tier, f"ours-{i}")
         d.mkdir()
         t0 = time.monotonic()
-        copy_tree(src, d, entries, verify=True, stable=stable)
+        copy_tree(src, d, entries, verify=True, stable=stable, workers=workers)
         el = time.monotonic() - t0
         shutil.rmtree(d)
         return el
@@ -277,6 +277,7 @@ def main() -> int:
     ap.add_argument("--home", default="/var/tmp/innotier-move-bench",
                     help="INNOTIER_HOME of the bench; keeps the golden copy between runs")
     ap.add_argument("--no-copy", action="store_true", help="skip the copy-vs-cp part")
+    ap.add_argument("--copy-workers", type=int, default=WORKERS, help="pieces in flight in the copy test")
     ap.add_argument("--no-moves", action="store_true", help="skip the moves under load")
     ap.add_argument("--keep", action="store_true", help="keep the sandbox and mount (for inspection)")
     args = ap.parse_args()
@@ -301,9 +302,11 @@ def main() -> int:
         comps = [c.strip() for c in args.components.split(",") if c.strip()]
         if not args.no_copy:
             print(f"load average before the copy test: {loadavg()}")
-            report_ratio("datadir", copy_ratio(sb.datadir, str(tier), args.repeat), args.repeat)
+            report_ratio("datadir", copy_ratio(sb.datadir, str(tier), args.repeat, None, args.copy_workers),
+                         args.repeat)
             if "redo" in comps:
-                report_ratio("redo log", copy_ratio(sb.datadir, str(tier), args.repeat, "ib_logfile0"), args.repeat)
+                report_ratio("redo log", copy_ratio(sb.datadir, str(tier), args.repeat, "ib_logfile0",
+                                                    args.copy_workers), args.repeat)
         if args.no_moves:
             return 0
         sb.start()

@@ -74,7 +74,10 @@ def restore(spec: ConnectionSpec, saved: dict[str, str]) -> bool:
                 _set(conn, [(var, value)])
             except Exception:  # noqa: BLE001 - refused in this order: the next setting of it succeeds
                 pass
-        return read_settings(conn) == saved
+        try:
+            return read_settings(conn) == saved
+        except Exception:  # noqa: BLE001 - gone meanwhile: so are the settings
+            return False
     finally:
         conn.close()
 

@@ -189,6 +189,9 @@ def _print_result(result: dict, as_json: bool) -> None:
     if "downtime_s" in result:
         print(f"  server unavailable {result['downtime_s']:.1f} s (stop to accepting connections); "
               f"verified {result.get('until_verified_s', 0):.1f} s after the stop began")
+    bd = {k: v for k, v in (result.get("downtime_breakdown") or {}).items() if k != "preflush_before_stop_s"}
+    if bd:
+        print("  of which " + ", ".join(f"{k[:-2].replace('_', ' ')} {v:.1f} s" for k, v in bd.items()))
     passes = (result.get("precopy") or {}).get("passes") or []
     if passes:
         print(f"  pre-copy: {len(passes)} passes (" + ", ".join(

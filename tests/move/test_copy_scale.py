@@ -358,8 +358,8 @@ def test_offline_delta_reads_only_blocks_with_pages_written_since_the_pass(tmp_p
     assert final.records["db/t.ibd"].digest == digest_file(str(ts))
 
 
-def test_offline_delta_reads_blocks_whose_headers_left_the_page_cache_whole(tmp_path):
-    """A page the server wrote with O_DIRECT is no longer cached: its block is read whole, no header read first."""
+def _copied_tablespace(tmp_path: Path):
+    """(src, dst, tablespace, manifest): a 400-page tablespace at LSN 500 copied by a pass whose floor was 1000."""
     src, dst = tmp_path / "src", tmp_path / "dst"
     (src / "db").mkdir(parents=True)
     dst.mkdir()
@@ -368,6 +368,12 @@ def test_offline_delta_reads_blocks_whose_headers_left_the_page_cache_whole(tmp_
     _age(ts)
     first, _ = copy_tree(src, dst, walk(src), lsn_floor=1000)
     _trust_timestamps(first)
+    return src, dst, ts, first
+
+
+def test_offline_delta_reads_blocks_whose_headers_left_the_page_cache_whole(tmp_path):
+    """A page the server wrote with O_DIRECT is no longer cached: its block is read whole, no header read first."""
+    src, dst, ts, first = _copied_tablespace(tmp_path)
     _write_page(ts, 41, lsn=2000)
     fd = os.open(ts, os.O_RDONLY)
     try:
@@ -389,14 +395,7 @@ def test_offline_delta_reads_blocks_whose_headers_left_the_page_cache_whole(tmp_
 def test_online_pass_reads_only_stale_blocks_and_moves_only_their_floors(tmp_path):
     """An online pass re-reads the blocks with pages at or above their floor; the offline delta then uses per-block
     floors, so a page written after the first pass but below the second pass's floor is still found."""
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    (src / "db").mkdir(parents=True)
-    dst.mkdir()
-    ts = src / "db" / "t.ibd"
-    _tablespace(ts, 400, lsn=500)
-    _age(ts)
-    first, _ = copy_tree(src, dst, walk(src), lsn_floor=1000)
-    _trust_timestamps(first)
+    src, dst, ts, first = _copied_tablespace(tmp_path)
     _write_page(ts, 41, lsn=2000)  # block 10, written after pass 1
     read = []
     second, st = copy_tree(src, dst, walk(src), previous=first, lsn_floor=3000, page_size=PAGE,

@@ -522,8 +522,8 @@ def _redo_ranges(lo: int, hi: int, first_lsn: int, size: int) -> list[tuple[int,
     return [(a, a + n)] if a + n <= size else [(a, size), (REDO_START, REDO_START + a + n - size)]
 
 
-def redo_stale_blocks(fd: int, size: int, log_floor: int, old_blocks: int) -> frozenset[int]:
-    """Blocks of a cleanly stopped MariaDB 10.8+ redo log the server may have written since ``log_floor``.
+def redo_stale_blocks(fd: int, size: int, log_floor: int, old_blocks: int, end: int | None = None) -> frozenset[int]:
+    """Blocks of a MariaDB 10.8+ redo log the server may have written since ``log_floor``.
 
     ``log_floor`` is the server's flushed LSN (``Innodb_lsn_flushed``) read before the pass
     that copied the file began.  The server writes the log only at the place of the LSNs it
@@ -533,6 +533,10 @@ def redo_stale_blocks(fd: int, size: int, log_floor: int, old_blocks: int) -> fr
     from the newest checkpoint block; with one ``BLOCK`` of margin on each side.  Anything not
     understood (another format, an unclean shutdown whose checkpoint is not at the end, a
     wrap of the whole log since the floor) gives every block: the file is compared whole.
+
+    While the server runs, ``end`` is its current LSN (``Innodb_lsn_current``) read with the
+    floor of this pass, before anything is read: what it logs after that lies at or above
+    this pass's floor, so the next pass (or the offline delta) reads it.
     """
     every = frozenset(range(-(-size // BLOCK)))
     head = os.pread(fd, 16, 0)
@@ -543,9 +547,12 @@ def redo_stale_blocks(fd: int, size: int, log_floor: int, old_blocks: int) -> fr
     cps = [(int.from_bytes(c[:8], "big"), int.from_bytes(c[8:16], "big")) for c in cps if len(c) == 16]
     if not cps or not log_floor or log_floor < first_lsn:
         return every
-    checkpoint, end = max(cps)
-    if checkpoint != end or end < log_floor or end - log_floor + 3 * BLOCK >= size - REDO_START:
-        return every  # not a clean shutdown (recovery would need the log), or the log wrapped since the floor
+    if end is None:
+        checkpoint, end = max(cps)
+        if checkpoint != end:
+            return every  # not a clean shutdown: recovery would need the log, and its end is not known
+    if end < log_floor or end - log_floor + 3 * BLOCK >= size - REDO_START:
+        return every  # the log wrapped since the floor
     lo = max(first_lsn, log_floor - BLOCK)
     stale = {0}
     stale.update(range(min(old_blocks, len(every)) - 1 if old_blocks else 0, len(every)))  # growth and the tail
@@ -698,8 +705,8 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
     rewritten.  With ``pool`` the file's pieces are copied in parallel.  ``lsn_skip``, only
     with ``old``: ``("pages", page size, LSN floor(s))`` for a tablespace, blocks whose
     pages are all older than their floor are not even read (``stale_blocks``, online too);
-    ``("redo", flushed LSN floor)`` for a stopped server's 10.8+ redo log, only the blocks
-    of the LSNs written since are (``redo_stale_blocks``).  ``stable``: the
+    ``("redo", flushed LSN floor, current LSN or None when stopped)`` for a 10.8+ redo log,
+    only the blocks of the LSNs written since are (``redo_stale_blocks``).  ``stable``: the
     source cannot change meanwhile (server stopped), so it is hashed and written from a
     mapping (``_copy_piece_stable``); else through a buffer, so the bytes hashed are the
     bytes written even while the server writes.
@@ -715,7 +722,8 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
                 old = old[: (st.st_size + BLOCK - 1) // BLOCK * 16]  # the file may have shrunk or grown
             os.ftruncate(dfd, st.st_size)  # holes stay holes: only data is written below
             if old is not None and lsn_skip is not None:
-                stale = (redo_stale_blocks(sfd, st.st_size, lsn_skip[1], len(old) // 16) if lsn_skip[0] == "redo"
+                stale = (redo_stale_blocks(sfd, st.st_size, lsn_skip[1], len(old) // 16, lsn_skip[2])
+                         if lsn_skip[0] == "redo"
                          else stale_blocks(sfd, st.st_size, lsn_skip[1], lsn_skip[2], len(old) // 16))
                 parts = _run(pool, _copy_stale_blocks, [(sfd, dfd, a, b, progress, old, stale)
                                                         for a, b in segments(st.st_size)])
@@ -802,7 +810,7 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
               previous: Manifest | None = None, progress: Progress | None = None,
               after_file: Callable[[str], None] | None = None, verify: bool = True,
               workers: int = WORKERS, lsn_floor: int = 0, page_size: int = 0,
-              stable: bool = False, log_floor: int = 0) -> tuple[Manifest, CopyStats]:
+              stable: bool = False, log_floor: int = 0, log_now: int = 0) -> tuple[Manifest, CopyStats]:
     """Copy ``entries`` (from ``walk``) from ``source`` into ``target``; with ``verify`` read each copy back.
 
     ``target`` must exist.  With ``previous`` (the pre-copy's manifest) unchanged files
@@ -810,11 +818,12 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
     ``verify`` the caller runs ``verify_tree`` (the mover's VERIFY step).  ``workers``
     pieces are in flight at once (small files whole, large files in ``SEGMENT`` pieces).
     ``lsn_floor`` and ``log_floor``: the server's checkpoint and flushed LSNs read before
-    this pass began, recorded with every file read.  ``page_size`` (with ``previous``): a
-    changed tablespace whose previous copy has LSN floors is read only where its pages are
-    not older than their block's floor (``stale_blocks``), a stopped server's redo log only
-    where the LSNs since its log floor lie (``redo_stale_blocks``).  ``stable``: nothing writes to the source
-    during this call (server stopped): the copy reads it through mappings (``copy_file``).
+    this pass began, recorded with every file read; ``log_now``: its current LSN read with
+    them (online).  ``page_size`` (with ``previous``): a changed tablespace whose previous
+    copy has LSN floors is read only where its pages are not older than their block's floor
+    (``stale_blocks``), a redo log only where the LSNs logged since its log floor lie
+    (``redo_stale_blocks``).  ``stable``: nothing writes to the source during this call
+    (server stopped): the copy reads it through mappings (``copy_file``).
     """
     t0 = time.monotonic()
     src, dst = Path(source), Path(target)
@@ -856,7 +865,7 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
             old = previous.blocks.get(rel) if prev is not None and _target_intact(prev, dst) else None
             # the page-LSN shortcut only for the same file (an undo truncation recreates its file)
             floors = _floors_of(previous, prev) if old is not None else None
-            skip = _skip_rule(rel, st, prev, old, page_size, floors, stable)
+            skip = _skip_rule(rel, st, prev, old, page_size, floors, stable, log_now)
             todo.append((rel, st, old, skip))
             if floors is not None:
                 earlier[rel] = floors
@@ -901,20 +910,22 @@ def _floors_after(fc: "FileCopy", earlier: array | None, floor: int) -> array:
 
 
 def _skip_rule(rel: str, st: os.stat_result, prev: FileRecord | None, old: bytes | None,
-               page_size: int, floors: array | None = None, stopped: bool = False) -> tuple | None:
+               page_size: int, floors: array | None = None, stopped: bool = False,
+               log_now: int = 0) -> tuple | None:
     """How a changed file may be read only in part (see ``copy_file``), or None: read it whole.
 
     Only for the same file (an undo truncation or a log resize recreates its file) whose
-    earlier copy has block digests and LSN floors.  A redo log's rule needs a ``stopped``
-    server (its end LSN is final only then); a tablespace's holds online as well
-    (``stale_blocks``).
+    earlier copy has block digests and LSN floors.  A redo log's rule takes its end LSN
+    from the checkpoint of a ``stopped`` server, or online from ``log_now`` (the current
+    LSN read before the pass); without either it is read whole.  A tablespace's rule holds
+    online as well (``stale_blocks``).
     """
     if old is None or not page_size or prev is None or prev.ino != st.st_ino:
         return None
     if floors is not None and TABLESPACE_NAME.search(rel):
         return ("pages", page_size, floors)
-    if stopped and prev.log_floor and REDO_NAME.search(rel):
-        return ("redo", prev.log_floor)
+    if prev.log_floor and REDO_NAME.search(rel) and (stopped or log_now):
+        return ("redo", prev.log_floor, None if stopped else log_now)
     return None
 
 

@@ -181,11 +181,11 @@ class Executor:
         total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
         what = "pre-copy (server running)" if n == 1 else f"pre-copy pass {n}: changed blocks"
         began = time.time()
-        floor, log_floor = self._lsn_floors()  # before the pass reads anything (copy.stale_blocks)
+        floor, log_floor, log_now = self._lsns()  # before the pass reads anything (copy.stale_blocks)
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=manifest,
                                  progress=self.progress(what, total),
                                  after_file=self._mid("PRECOPY") if n == 1 else None, verify=True,
-                                 lsn_floor=floor, log_floor=log_floor, page_size=page_size)
+                                 lsn_floor=floor, log_floor=log_floor, log_now=log_now, page_size=page_size)
         self.echo(f"pre-copy pass {n}: {st.files_copied} files changed, {human_size(st.bytes_copied)} written "
                   f"in {st.seconds:.1f} s")
         return manifest, {"pass": n, "began_at": began, "seconds": round(st.seconds, 3),
@@ -564,8 +564,8 @@ class Executor:
         data["tables"] = len(sums)
         data["read_seconds"] = round(time.monotonic() - t0, 3)
 
-    def _lsn_floors(self) -> tuple[int, int]:
-        """(last checkpoint LSN, flushed redo LSN) of the server (MariaDB's Innodb_lsn_*; 0 where it has none)."""
+    def _lsns(self) -> tuple[int, int, int]:
+        """(last checkpoint, flushed, current) LSN of the server (MariaDB's Innodb_lsn_*; 0 where it has none)."""
         try:
             conn = self.plan.connection_spec().with_database(None).connect()
             try:
@@ -573,9 +573,9 @@ class Executor:
             finally:
                 conn.close()
             return (int(status.get("Innodb_lsn_last_checkpoint", 0) or 0),
-                    int(status.get("Innodb_lsn_flushed", 0) or 0))
+                    int(status.get("Innodb_lsn_flushed", 0) or 0), int(status.get("Innodb_lsn_current", 0) or 0))
         except (InnotierError, ValueError):
-            return 0, 0
+            return 0, 0, 0
 
     def _take_read_lock(self) -> None:
         conn = self.plan.connection_spec().with_database(None).connect()

@@ -485,7 +485,26 @@ def test_offline_delta_of_the_redo_log_reads_only_what_was_logged_since_the_pass
     assert reads_blocks[0] * BLOCK <= sum(read) <= reads_blocks[1] * BLOCK, sum(read) / BLOCK
     assert final.records["ib_logfile0"].digest == digest_file(str(log))
     _trust_timestamps(final)
-    _append_log(log, floor + written, 1000)  # online (not stable), the end LSN is not final: read it whole
+    _append_log(log, floor + written, 1000)  # the server runs again: its checkpoint block says nothing of the end
     read = []
     copy_tree(src, dst, walk(src), previous=final, page_size=PAGE, progress=read.append)
-    assert sum(read) == LOG_SIZE
+    assert sum(read) == LOG_SIZE  # online without the current LSN: read whole
+    assert (dst / "ib_logfile0").read_bytes() == log.read_bytes()
+
+
+def test_online_redo_pass_reads_the_lsns_up_to_the_current_one(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    log = src / "ib_logfile0"
+    _redo_log(log)
+    _age(log)
+    first, _ = copy_tree(src, dst, walk(src), log_floor=1_000_000)
+    _trust_timestamps(first)
+    _append_log(log, 1_000_000, 200_000)  # logged since; the checkpoint block still says 50,000
+    read = []
+    second, st = copy_tree(src, dst, walk(src), previous=first, page_size=PAGE, progress=read.append,
+                           log_floor=1_150_000, log_now=1_200_010)  # flushed and current LSN at pass start
+    assert 2 * BLOCK <= sum(read) <= 8 * BLOCK and st.files_delta == 1
+    assert (dst / "ib_logfile0").read_bytes() == log.read_bytes()
+    assert second.records["ib_logfile0"].verified and second.records["ib_logfile0"].log_floor == 1_150_000

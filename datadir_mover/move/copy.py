@@ -379,9 +379,10 @@ def _copy_stale_blocks(sfd: int, dfd: int, start: int, end: int, progress: Progr
                        stale: frozenset[int]) -> tuple[bytes, list[tuple[int, int]]]:
     """Like ``_copy_piece`` with ``old``, but only the blocks in ``stale`` are read; the rest keep their digests.
 
-    For a stopped server's file whose blocks outside ``stale`` provably have not been
-    written since the pass that copied them (``stale_blocks``, ``redo_stale_blocks``).  Runs
-    of consecutive stale blocks are read in large reads (up to ``BUFFER``).
+    For a file whose blocks outside ``stale`` provably have not been written since the pass
+    that copied them (``stale_blocks``, ``redo_stale_blocks``).  Runs of consecutive stale
+    blocks are read in large reads (up to ``BUFFER``) into this thread's buffer, hashed
+    there and written from it (so also while the server writes).
     """
     view = _buffer()
     digests: list[bytes] = []

@@ -168,7 +168,8 @@ def report_move(label: str, r: dict) -> None:
     if "seconds" in pf:
         print(f"      pre-flush before the stop: {pf['seconds']:.1f} s, dirty pages {pf['dirty_before']} -> "
               f"{pf['dirty_after']} ({pf['why']})")
-    print(f"      copied while stopped: {copy.get('bytes', 0) / 2**20:.0f} MiB written, {copy.get('files', 0)} files "
+    print(f"      copied while stopped: {copy.get('bytes_read', 0) / 2**20:.0f} MiB read, "
+          f"{copy.get('bytes', 0) / 2**20:.0f} MiB written, {copy.get('files', 0)} files "
           f"({copy.get('files_delta', 0)} as block deltas, {copy.get('files_unchanged_since_precopy', 0)} unchanged) "
           f"in {copy.get('seconds', 0):.2f} s" + (
               f"; pre-copy {len(passes)} passes: " + ", ".join(

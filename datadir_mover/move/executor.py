@@ -265,12 +265,20 @@ class Executor:
                 prev = Manifest.from_dict(saved)
         entries = self._entries()
         total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
+        advance = self.progress("copy (server stopped)", total)
+        read = [0]
+
+        def progress(n: int) -> None:
+            read[0] += n
+            advance(n)
+
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=prev,
-                                 progress=self.progress("copy (server stopped)", total),
+                                 progress=progress,
                                  after_file=self._mid("COPY"), verify=False,
                                  page_size=int(self.plan.server["page_size"]), stable=True)
         self.journal.save_json("copy-manifest.json", manifest.to_dict())
         return {"files": st.files_copied, "bytes": st.bytes_copied, "files_delta": st.files_delta,
+                "bytes_read": read[0] - st.bytes_skipped,
                 "files_unchanged_since_precopy": st.files_skipped,
                 "bytes_unchanged_since_precopy": st.bytes_skipped, "seconds": round(st.seconds, 3)}
 

@@ -227,7 +227,7 @@ def report_ratio(label: str, r: dict[str, float], repeat: int) -> None:
     mib = r["bytes"] / 2**20
     print(f"copy of the stopped {label} ({mib:.0f} MiB) root fs -> tmpfs, page cache warm, alternating, "
           f"median of {repeat}:")
-    print(f"  innotier copy (mapped source, xxh3, fsync, read-back): {r['ours']:.2f} s = {mib / r['ours']:.0f} MiB/s  "
+    print(f"  innotier copy (xxh3, fsync, read-back)            : {r['ours']:.2f} s = {mib / r['ours']:.0f} MiB/s  "
           f"(runs {', '.join(f'{x:.2f}' for x in r['ours_all'])})")
     print(f"  cp -a:                                                 {r['cp']:.2f} s = {mib / r['cp']:.0f} MiB/s  "
           f"(runs {', '.join(f'{x:.2f}' for x in r['cp_all'])})")

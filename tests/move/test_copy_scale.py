@@ -129,7 +129,7 @@ def test_sparse_file_stays_sparse_through_a_delta_pass(tmp_path):
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("stable", [False, True], ids=["buffered", "mapped-stopped-source"])
+@pytest.mark.parametrize("stable", [False, True], ids=["online", "stopped-source"])
 def test_copy_to_tmpfs_reads_back_and_catches_a_flip(mv_tiers, tmp_path, stable):
     src = tmp_path / "src"
     src.mkdir()
@@ -143,7 +143,7 @@ def test_copy_to_tmpfs_reads_back_and_catches_a_flip(mv_tiers, tmp_path, stable)
         assert cp.on_memory_fs(dst)
         m, _ = copy_tree(src, dst, walk(src), verify=False, stable=stable)
         assert os.stat(dst / "ibdata1").st_blocks * 512 < 4 << 20, "holes were filled on the tmpfs"
-        cp.verify_tree(m)  # the mapped read-back of the tmpfs agrees with the source
+        cp.verify_tree(m)  # the read-back of the tmpfs agrees with the source
         assert os.stat(dst / "ibdata1").st_blocks * 512 < 4 << 20, "the read-back filled the holes"
         assert (dst / "a.ibd").read_bytes() == (src / "a.ibd").read_bytes()
         for rec in m.records.values():

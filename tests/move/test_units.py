@@ -64,7 +64,7 @@ def test_journal_lock_is_exclusive(tmp_path):
 
 
 
-@pytest.mark.parametrize("stable", [False, True], ids=["buffered", "mapped-stopped-source"])
+@pytest.mark.parametrize("stable", [False, True], ids=["online", "stopped-source"])
 def test_copy_keeps_holes_owner_mode_and_verifies(tmp_path, stable):
     src, dst = tmp_path / "src", tmp_path / "dst"
     (src / "db").mkdir(parents=True)

@@ -10,7 +10,7 @@ tablespace stays sparse.
 
 Speed: files are cut into ``SEGMENT``-sized pieces (64 MiB) that a small thread pool
 copies in parallel (several files in flight, and several pieces of one large file:
-``os.preadv``/``os.pwrite`` and xxhash release the GIL), each piece read into an
+``os.preadv``/``os.pwrite`` and xxhash release the GIL), each piece read into a
 256 KiB page-aligned buffer (it stays in the L2 cache), hashed there and written from it; one fsync per file and
 one per directory.  The read-back of the target opens it with ``O_DIRECT`` (page
 cache bypassed, so the device is read), and where the file system refuses

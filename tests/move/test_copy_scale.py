@@ -316,7 +316,7 @@ def test_preflush_before_the_stop_is_undone_when_the_stop_fails(clone, mv_tiers,
 
     monkeypatch.setattr(SandboxControl, "stop", failing_stop)
     ex, _ = _move(sb.name, os.path.join(mv_tiers["tmpfs"], "flush"), precopy=False)
-    with pytest.raises(MoveError, match="SHUTDOWN failed.*simulated failure of the stop.*rolled back"):
+    with pytest.raises(MoveError, match="failed in SHUTDOWN.*simulated failure of the stop.*rolled back"):
         ex.run()
     assert float(seen["innodb_max_dirty_pages_pct"]) == 0.0 and float(seen["innodb_max_dirty_pages_pct_lwm"]) == 0
     assert int(seen["innodb_io_capacity"]) > int(original["innodb_io_capacity"])

@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from datadir_mover.move import plan as planmod  # noqa: E402
 from datadir_mover.move.copy import WORKERS, copy_tree, walk  # noqa: E402
-from datadir_mover.move.executor import Executor  # noqa: E402
+from datadir_mover.move.executor import Executor, MoveHalted  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.core.server import inspect  # noqa: E402
 from tuner.sweep import golden  # noqa: E402
@@ -126,7 +126,12 @@ def move(sandbox: str, component: str, to: str, precopy: bool) -> dict:
     plan = planmod.build(planmod.MoveRequest(component, to, precopy=precopy), spec)
     ex = Executor.create(plan)
     t0 = time.monotonic()
-    result = ex.run()
+    try:
+        result = ex.run()
+    except MoveHalted as exc:  # the table sample after the start differed before any client wrote
+        print(f"      move halted: {exc}; resuming it (the check runs again)", flush=True)
+        result = Executor.open(ex.journal).run()
+        result["halted"] = str(exc)
     result["wall_s"] = time.monotonic() - t0
     result["finalize"] = ex.finalize()
     result["estimate_s"] = plan.estimates["downtime_with_precopy_s" if precopy else "downtime_s"]

@@ -121,9 +121,12 @@ class DriverLoad:
 # ---------------------------------------------------------------------------- moves
 
 
+VERIFY = {"mode": "sample"}  # --verify
+
+
 def move(sandbox: str, component: str, to: str, precopy: bool) -> dict:
     spec = sbx.Sandbox.load(sandbox).connection_spec()
-    plan = planmod.build(planmod.MoveRequest(component, to, precopy=precopy), spec)
+    plan = planmod.build(planmod.MoveRequest(component, to, precopy=precopy, verify=VERIFY["mode"]), spec)
     ex = Executor.create(plan)
     t0 = time.monotonic()
     try:
@@ -286,7 +289,9 @@ def main() -> int:
     ap.add_argument("--copy-workers", type=int, default=WORKERS, help="pieces in flight in the copy test")
     ap.add_argument("--no-moves", action="store_true", help="skip the moves under load")
     ap.add_argument("--keep", action="store_true", help="keep the sandbox and mount (for inspection)")
+    ap.add_argument("--verify", default="sample", help="the moves' --verify (files, sample, tables)")
     args = ap.parse_args()
+    VERIFY["mode"] = args.verify
     if os.geteuid() != 0:
         print("move_bench: run as root (it mounts a tmpfs)", file=sys.stderr)
         return 2

@@ -293,6 +293,8 @@ def _copy_piece(sfd: int, dfd: int, start: int, end: int, progress: Progress | N
         data = view[:n]
         if n < ce - c:  # the file shrank while being read (online): the rest is the target's hole
             data = bytes(data) + bytes(ce - c - n)
+        if old is None and sum(b - a for a, b in inside) < ce - c:
+            data = _holes_as_zeros(data, c, inside)
         blocks = [_block_digest(data[i:i + BLOCK]) for i in range(0, ce - c, BLOCK)]
         if old is None:
             for a, b in inside:
@@ -319,6 +321,21 @@ def _coalesce(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
             out[-1] = (out[-1][0], b)
         else:
             out.append((a, b))
+    return out
+
+
+def _holes_as_zeros(data, c: int, inside: list[tuple[int, int]]) -> bytearray:
+    """The chunk at ``c`` with zeros outside its data extents: what the target holds where only those are written.
+
+    Online the server may write into a hole (or an unwritten extent) after the extent map
+    was read: the bytes read there are not written, so they must not be hashed either (the
+    next pass finds the file changed and copies that block).
+    """
+    out = bytearray(data)
+    pos = c
+    for a, b in inside + [(c + len(out), c + len(out))]:
+        out[pos - c:a - c] = bytes(a - pos)
+        pos = b
     return out
 
 

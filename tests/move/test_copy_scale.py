@@ -128,6 +128,34 @@ def test_sparse_file_stays_sparse_through_a_delta_pass(tmp_path):
     assert (dst / "ibdata1").read_bytes() == (src / "ibdata1").read_bytes()
 
 
+def test_hole_written_during_an_online_pass_is_hashed_as_the_hole_copied(tmp_path, monkeypatch):
+    """The server writes into a hole after the pass read the extent map: the read-back still agrees, the next pass
+    copies the block."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    log = src / "ib_logfile0"
+    mvhelpers.write_sparse(log, 4 << 20, [(0, os.urandom(1 << 20))])
+    _age(log)
+    real = cp._data_extents
+
+    def stale_map(fd, start, end):  # the map says hole from 1 MiB on, but the server has just written there
+        got = real(fd, start, end)
+        with open(log, "r+b") as fh:
+            fh.seek(2 << 20)
+            fh.write(b"\x5a" * 4096)
+        return got
+
+    monkeypatch.setattr(cp, "_data_extents", stale_map)
+    first, _ = copy_tree(src, dst, walk(src))  # verified: the digest covers the hole as copied
+    monkeypatch.setattr(cp, "_data_extents", real)
+    assert first.records["ib_logfile0"].verified
+    _trust_timestamps(first)
+    first.records["ib_logfile0"].mtime_ns -= 1  # the server's write changed the file after the pass read it
+    second, st = copy_tree(src, dst, walk(src), previous=first)
+    assert st.files_delta == 1 and (dst / "ib_logfile0").read_bytes() == log.read_bytes()
+
+
 @pytest.mark.root
 @pytest.mark.parametrize("stable", [False, True], ids=["online", "stopped-source"])
 def test_copy_to_tmpfs_reads_back_and_catches_a_flip(mv_tiers, tmp_path, stable):

@@ -135,14 +135,14 @@ def test_hole_written_during_an_online_pass_is_hashed_as_the_hole_copied(tmp_pat
     src.mkdir()
     dst.mkdir()
     log = src / "ib_logfile0"
-    mvhelpers.write_sparse(log, 4 << 20, [(0, os.urandom(1 << 20))])
+    mvhelpers.write_sparse(log, 4 << 20, [(0, os.urandom((1 << 20) + 4096))])  # data, then a hole in one chunk
     _age(log)
     real = cp._data_extents
 
-    def stale_map(fd, start, end):  # the map says hole from 1 MiB on, but the server has just written there
+    def stale_map(fd, start, end):  # the map says hole after 1 MiB + 4 KiB, but the server has just written there
         got = real(fd, start, end)
         with open(log, "r+b") as fh:
-            fh.seek(2 << 20)
+            fh.seek((1 << 20) + 65536)
             fh.write(b"\x5a" * 4096)
         return got
 

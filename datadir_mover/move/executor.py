@@ -203,7 +203,10 @@ class Executor:
                 raise MoveHalted(f"{self.control.describe()} is still running, but this move expects it stopped "
                                  f"(--no-shutdown); stop it ({self.plan.control['stop_hint']}) and run "
                                  f"`innotier move resume --id {self.plan.move_id}`")
-            saved = self._preflush(data)
+            # after the pre-copy's own pre-flush and last pass, waiting here would only let the page cleaner write
+            # pages the offline delta then has to copy: the settings are still lowered, so stop at once
+            saved = self._preflush(data, limit_s=0.0 if (self.journal.data("PRECOPY") or {}).get("preflush")
+                                   else preflush.LIMIT_S)
             try:
                 if self.plan.verify != "files":
                     data["read_lock_at"] = time.time()
@@ -223,7 +226,7 @@ class Executor:
             data["note"] = "the server was already stopped: no table checksums from before the move"
         return data
 
-    def _preflush(self, data: dict[str, Any]) -> dict[str, str] | None:
+    def _preflush(self, data: dict[str, Any], limit_s: float = preflush.LIMIT_S) -> dict[str, str] | None:
         """Flush dirty pages at full speed while the server serves (``preflush``); the settings to restore.
 
         The original settings are saved in the journal directory before they change, so a
@@ -239,7 +242,7 @@ class Executor:
                 finally:
                     conn.close()
                 self.journal.save_json("flush-settings.json", saved)
-            result = preflush.flush(spec, saved, int(self.plan.server["page_size"]), echo=self.echo)
+            result = preflush.flush(spec, saved, int(self.plan.server["page_size"]), limit_s, echo=self.echo)
         except Exception as exc:  # noqa: BLE001 - the flush only saves shutdown time: without it the stop flushes
             data["preflush"] = {"skipped": str(exc)}
             if saved is not None:

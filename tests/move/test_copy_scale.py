@@ -503,6 +503,19 @@ def _append_log(path: Path, lsn: int, n: int) -> None:
             data = data[b - a:]
 
 
+def _copied_redo_log(tmp_path: Path, floor: int):
+    """(src, dst, log, manifest): a redo log copied by a pass that began with ``floor`` as Innodb_lsn_flushed."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    log = src / "ib_logfile0"
+    _redo_log(log)
+    _age(log)
+    first, _ = copy_tree(src, dst, walk(src), log_floor=floor)
+    _trust_timestamps(first)
+    return src, dst, log, first
+
+
 @pytest.mark.parametrize("floor,written,clean,reads_blocks", [
     (1_000_000, 300_000, True, (2, 10)),  # header and last blocks + those of [floor - margin, end + margin]
     (LOG_SIZE - 100_000, 300_000, True, (2, 10)),  # the new log wraps to the start of the circle
@@ -510,14 +523,7 @@ def _append_log(path: Path, lsn: int, n: int) -> None:
 ], ids=["inside", "wrapping", "unclean"])
 def test_offline_delta_of_the_redo_log_reads_only_what_was_logged_since_the_pass(tmp_path, floor, written, clean,
                                                                                   reads_blocks):
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    src.mkdir()
-    dst.mkdir()
-    log = src / "ib_logfile0"
-    _redo_log(log)
-    _age(log)
-    first, _ = copy_tree(src, dst, walk(src), log_floor=floor)  # Innodb_lsn_flushed when the pass began
-    _trust_timestamps(first)
+    src, dst, log, first = _copied_redo_log(tmp_path, floor)
     _append_log(log, floor, written)  # logged after the pass read the file, then the shutdown's checkpoint
     _checkpoint(log, floor + written if clean else floor, floor + written)
     read = []
@@ -536,14 +542,7 @@ def test_offline_delta_of_the_redo_log_reads_only_what_was_logged_since_the_pass
 
 
 def test_online_redo_pass_reads_the_lsns_up_to_the_current_one(tmp_path):
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    src.mkdir()
-    dst.mkdir()
-    log = src / "ib_logfile0"
-    _redo_log(log)
-    _age(log)
-    first, _ = copy_tree(src, dst, walk(src), log_floor=1_000_000)
-    _trust_timestamps(first)
+    src, dst, log, first = _copied_redo_log(tmp_path, 1_000_000)
     _append_log(log, 1_000_000, 200_000)  # logged since; the checkpoint block still says 50,000
     read = []
     second, st = copy_tree(src, dst, walk(src), previous=first, page_size=PAGE, progress=read.append,

@@ -62,6 +62,27 @@ def test_a_failed_run_drops_its_block_from_the_pairs():
     assert v.ratio.n == 3
 
 
+def test_a_noisy_block_is_shown_beside_the_verdict_not_removed_from_it():
+    """Block 1 was taken while another process took the CPU (flagged): tmpfs lost its lead in it."""
+    cells = blocked_cells(4, drift=0.05)
+    flagged = {"window": {"flagged": True, "others_cpu_share": 0.35}}
+    quiet = {"window": {"flagged": False, "others_cpu_share": 0.01}}
+    cells = [_cell(c.block, c.settings["placement"]["datadir"], c.settings["doublewrite"],
+                   c.tpmc * (0.5 if c.block == 1 and c.settings["placement"]["datadir"] == "tmpfs" else 1.0),
+                   idx=c.idx, noise=flagged if c.block == 1 and c.settings["placement"]["datadir"] == "tmpfs" else quiet)
+             for c in cells]
+    configs = configs_from(cells, AXES)
+    place = next(v for v in questions(configs, AXES, Target(adaptive=False)) if v.question == "placement")
+    assert place.ratio.n == 4 and not place.ratio.decided  # the verdict keeps every block
+    assert place.quiet is not None and place.quiet.n == 3 and place.quiet.decided
+    assert 1.5 < place.quiet.ratio < 1.7
+    assert place.quiet_text().startswith("without the 1 block with a noisy run: 1.")
+    assert place.to_dict()["quiet_blocks"]["n"] == 3
+    # a comparison whose runs were all quiet has no such line
+    dw_disk = next(v for v in questions(configs, AXES) if v.question == "doublewrite on disk")
+    assert dw_disk.quiet is None and dw_disk.quiet_text() == ""
+
+
 def test_safer_setting_recommended_with_its_cost_when_not_shown_slower():
     configs = configs_from(blocked_cells(5), AXES)
     findings = {f.tier: f for f in recommend(configs, AXES, {"tmpfs": {"volatile": True}})}

@@ -62,6 +62,11 @@ class Config:
         return {r.block: r.tpmc for r in self.runs if r.tpmc}
 
     @property
+    def quiet_by_block(self) -> dict[int, float]:
+        """tpmC per block of the runs not flagged noisy (others used more than the threshold share of the CPU)."""
+        return {r.block: r.tpmc for r in self.runs if r.tpmc and not r.noisy}
+
+    @property
     def summary(self) -> LogSummary | None:
         """Geometric mean and its interval on the log scale (never a negative bound)."""
         vals = self.tpmc_values
@@ -120,11 +125,14 @@ def configs_from(cells: list[CellRecord], axes: dict[str, Any]) -> list[Config]:
     return list(by_key.values())
 
 
-def paired(num: list[Config], den: list[Config], target: Target) -> PairedRatio | None:
-    """Geometric mean of ``num``'s cells over that of ``den``'s, per block where every cell of both has a run."""
+def paired(num: list[Config], den: list[Config], target: Target, quiet_only: bool = False) -> PairedRatio | None:
+    """Geometric mean of ``num``'s cells over that of ``den``'s, per block where every cell of both has a run.
+
+    ``quiet_only``: only blocks where none of those runs was flagged noisy.
+    """
     blocks = None
     for c in num + den:
-        b = set(c.by_block)
+        b = set(c.quiet_by_block if quiet_only else c.by_block)
         blocks = b if blocks is None else blocks & b
     blocks = sorted(blocks or [])
     if not blocks:
@@ -157,6 +165,9 @@ class Verdict:
     welch: Comparison | None
     num_configs: list[Config] = field(default_factory=list, repr=False)
     den_configs: list[Config] = field(default_factory=list, repr=False)
+    # the same comparison over the blocks without a flagged run, when flagged blocks were left out
+    # (a sensitivity line beside the verdict, never the verdict itself: the stopping rule used all blocks)
+    quiet: PairedRatio | None = None
 
     @property
     def decided(self) -> bool:
@@ -173,10 +184,19 @@ class Verdict:
     def text(self) -> str:
         return f"{self.question}: {self.num} / {self.den} = {self.ratio.interval()}, {self.ratio.state()}"
 
+    def quiet_text(self) -> str:
+        """'without the 1 block with a noisy run: 1.61x [1.24, 2.09], decided' (empty when none was left out)."""
+        if self.quiet is None:
+            return ""
+        left = self.ratio.n - self.quiet.n
+        return (f"without the {left} block{'s' if left != 1 else ''} with a noisy run: "
+                f"{self.quiet.interval()}, {self.quiet.state()}")
+
     def to_dict(self) -> dict[str, Any]:
         return {"question": self.question, "axis": self.axis, "num": self.num, "den": self.den,
                 "paired": self.ratio.to_dict(), "welch": self.welch.to_dict() if self.welch else None,
-                "text": self.text()}
+                "quiet_blocks": self.quiet.to_dict() if self.quiet else None,
+                "text": self.text(), "quiet_text": self.quiet_text()}
 
 
 def value_label(axis: str, value: Any) -> str:
@@ -242,8 +262,11 @@ def questions(configs: list[Config], axes: dict[str, Any], target: Target | None
                 if r is None:
                     continue
                 title = AXIS_NAMES.get(axis, axis) + _group_text(g_axis, g)
+                quiet = paired(n_side, d_side, target, quiet_only=True)
+                if quiet is not None and (quiet.n == r.n or quiet.n < 2):
+                    quiet = None  # nothing left out, or too little left to say anything
                 out.append(Verdict(title, axis, value_label(axis, v), value_label(axis, ref), r,
-                                   unpaired(n_side, d_side), n_side, d_side))
+                                   unpaired(n_side, d_side), n_side, d_side, quiet))
     return out
 
 

@@ -297,7 +297,7 @@ class Runner:
         undecided = [v for v in verdicts if not v.decided]
         self.echo(f"after block {blocks}: {len(verdicts) - len(undecided)} of {len(verdicts)} comparisons decided")
         for v in undecided:
-            self.echo(f"  undecided: {v.text()}")
+            self.echo(f"  undecided: {v.text()}" + (f" ({v.quiet_text()})" if v.quiet else ""))
         if blocks >= rule.min_blocks and verdicts and not undecided:
             return self._stop_record(store, "target reached: every comparison is decided")
         per_block = self._spent(store) / blocks

@@ -72,6 +72,14 @@ class CheckReport:
     def failed(self) -> list[CheckResult]:
         return [r for r in self.results if not r.passed]
 
+    def verdict(self, known: dict[str, str] | None = None) -> tuple[bool, str]:
+        """(all passed, one line): the failed conditions, naming ``known`` deviations (condition -> why)."""
+        failed = [f"{c.clause} {c.description} ({c.error or c.offending_count})" for c in self.failed()]
+        if not failed:
+            return True, f"{len(self.results)} conditions passed"
+        named = sorted({known[c.clause] for c in self.failed() if c.clause in (known or {})})
+        return False, "failed: " + "; ".join(failed) + (f" (known: {'; '.join(named)})" if named else "")
+
     def result(self, clause: str) -> CheckResult:
         for r in self.results:
             if r.clause == clause:

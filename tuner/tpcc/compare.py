@@ -473,11 +473,10 @@ def consistency(sb, e: Entry, warehouses: int) -> dict[str, Any]:
         return {"ok": ok, "detail": detail[:500], "by": getattr(adapters.get(e.driver), "CHECK_BY",
                                                                f"{e.driver}'s own check")}
     try:
-        report = check.run_checks(sb.connection_spec(database_of(e)), database_of(e))
+        ok, detail = check.run_checks(sb.connection_spec(database_of(e)), database_of(e)).verdict()
     except Exception as exc:
         return {"ok": None, "detail": f"check could not run: {getattr(exc, 'msg', exc)}"}
-    failed = [f"{c.clause} {c.description} ({c.error or c.offending_count})" for c in report.failed()]
-    return {"ok": report.ok, "detail": "; ".join(failed)[:500]}
+    return {"ok": ok, "detail": detail[:500]}
 
 
 # ---------------------------------------------------------------------------

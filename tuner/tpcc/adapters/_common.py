@@ -415,12 +415,7 @@ CONDITIONS_CHECK_BY = "innotier's TPC-C conditions, the peer's known deviations 
 def conditions_check(spec: ConnectionSpec, database: str, known: dict[str, str]) -> tuple[bool, str]:
     """innotier's TPC-C consistency conditions on a peer's schema: (all passed, detail), the detail naming the
     peer's ``known`` deviations (condition -> why its own transactions break it) among the failures."""
-    report = tpcc_check.run_checks(spec.with_database(database), database)
-    failed = [f"{c.clause} {c.description} ({c.error or c.offending_count})" for c in report.failed()]
-    named = sorted({known[c.clause] for c in report.failed() if c.clause in known})
-    if not failed:
-        return True, f"{len(report.results)} conditions passed"
-    return False, "failed: " + "; ".join(failed) + (f" (known: {'; '.join(named)})" if named else "")
+    return tpcc_check.run_checks(spec.with_database(database), database).verdict(known)
 
 
 def whole_seconds(cfg) -> tuple[int, int, int]:

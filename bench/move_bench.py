@@ -3,6 +3,7 @@
 
     sudo .venv/bin/python bench/move_bench.py [--warehouses 40] [--repeat 3] [--clients 4]
                                               [--components datadir,redo] [--home DIR] [--keep]
+                                              [--cache warm,cold] [--move-repeat 1] [--verify files]
 
 What it does (root: it mounts a tmpfs):
 1. the TPC-C datadir of W warehouses (W=40 is about 4.5 GB) comes from a golden copy
@@ -10,13 +11,17 @@ What it does (root: it mounts a tmpfs):
    once (load, checks, slow shutdown), then cloned (cp + xxh3 verify) into a sandbox on the root
    file system at every run, so a re-run does not reload;
 2. copy throughput, for the whole datadir and for the redo log only: the mover's copy of the
-   stopped files (mapped source, xxh3 block digests, write, fsync, read-back from the target's
-   medium) against ``cp -a`` of the same files to the same tmpfs, page cache warm for both,
-   run alternately, median of ``--repeat``; and the mover's online (buffered) path once;
-3. for each component (whole datadir, redo only): one move to the tmpfs with an offline copy
-   and one with the online pre-copy, each while the built-in TPC-C driver runs (``--clients``
+   stopped files (read into a buffer, xxh3 block digests, write, fsync, read-back from the target's
+   medium) against ``cp -a`` of the same files to the same tmpfs, with the page cache warm for
+   both and (``--cache``) with the source's pages dropped before every run, as at a size larger
+   than memory; run alternately in rotated order, median of ``--repeat``; and the mover's online
+   (buffered) path once;
+3. for each component (whole datadir, redo only): ``--move-repeat`` moves to the tmpfs with an offline
+   copy and as many with the online pre-copy (rotated order), each while the built-in TPC-C driver runs (``--clients``
    terminals that reconnect through the restart and count the transactions that fail meanwhile
-   as errors), and the move back between them; per move: server unavailable (stop to
+   as errors), and the move back between them; before each move the source's pages are dropped from the
+   page cache (``--source-cache cold``, the default: a server running with O_DIRECT has its files
+   uncached, while the clone of step 1 left them all cached); per move: server unavailable (stop to
    accepting connections, from the journal) and where that time went (stop, delta copy,
    read-back, switch, start), writes blocked, the plan's estimate, bytes copied while stopped,
    the pre-flush before the stop, and the tpmC (1-second timeline of the driver) in the
@@ -172,6 +177,11 @@ def report_move(label: str, r: dict) -> None:
     bd = r.get("downtime_breakdown") or {}
     print("      downtime breakdown: " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in bd.items()
                                                   if k != "preflush_before_stop_s"))
+    if r.get("halted"):
+        print(f"      HALTED first (resumed): {r['halted']}")
+    closed = (r.get("shutdown") or {}).get("waiting_commits_closed")
+    if closed is not None:
+        print(f"      connections whose commit waited on the block, closed before the stop: {closed}")
     pf = (r.get("shutdown") or {}).get("preflush") or {}
     if "seconds" in pf:
         print(f"      pre-flush before the stop: {pf['seconds']:.1f} s, dirty pages {pf['dirty_before']} -> "
@@ -187,6 +197,25 @@ def report_move(label: str, r: dict) -> None:
           f"move wall time {r['wall_s']:.1f} s")
 
 
+def report_medians(results: dict[bool, list[dict]]) -> None:
+    """Medians (and ranges) of unavailability and writes blocked per mode, and the pre-copy's ratio to offline."""
+    med = {}
+    halts = sum(1 for rs in results.values() for r in rs if r.get("halted"))
+    print(f"  moves halted by the verification (false differences): {halts} of "
+          f"{sum(len(rs) for rs in results.values())} (--verify {VERIFY['mode']})")
+    for precopy, rs in results.items():
+        d = [r["downtime_s"] for r in rs if r.get("downtime_s")]
+        w = [r["writes_blocked_s"] for r in rs if r.get("writes_blocked_s")]
+        if not d:
+            continue
+        med[precopy] = (statistics.median(d), statistics.median(w) if w else float("nan"))
+        print(f"  {'pre-copy' if precopy else 'offline '}: unavailable median {med[precopy][0]:.2f} s "
+              f"(range {min(d):.2f}-{max(d):.2f}, {len(d)} moves); writes blocked median {med[precopy][1]:.2f} s")
+    if False in med and True in med:
+        print(f"  pre-copy unavailability = {med[True][0] / med[False][0]:.2f} of the offline move's "
+              f"(medians; writes blocked {med[True][1] / med[False][1]:.2f})", flush=True)
+
+
 # ---------------------------------------------------------------------------- copy vs cp -a
 
 
@@ -194,17 +223,36 @@ def _files(src: str, only: str | None) -> list[Path]:
     return [f for f in Path(src).rglob("*") if f.is_file() and (only is None or f.name == only)]
 
 
-def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None, workers: int = WORKERS) -> dict[str, float]:
-    """Seconds (median) of the mover's stopped-source copy and of cp -a, run alternately; the online path once."""
+def drop_source_cache(files: list[Path]) -> None:
+    """Evict the files' pages from the page cache (each file is fsynced first, so dirty pages can go too)."""
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None, workers: int = WORKERS,
+               cold: bool = False) -> dict[str, float]:
+    """Seconds (median) of the mover's stopped-source copy and of cp -a, run alternately; the online path once.
+
+    ``cold``: the source's pages are evicted before every run (of both), so both read the device, as a copy
+    of a datadir larger than memory does; otherwise the page cache is warmed once and stays warm.
+    """
     files = _files(src, only)
     nbytes = sum(f.stat().st_size for f in files)
-    subprocess.run(["cat"] + [str(f) for f in files], stdout=subprocess.DEVNULL, check=True)  # page cache warm
+    if not cold:
+        subprocess.run(["cat"] + [str(f) for f in files], stdout=subprocess.DEVNULL, check=True)  # page cache warm
     entries = walk(src, [only]) if only else walk(src)
     ours, cp = [], []
 
     def run_ours(i: int, stable: bool) -> float:
         d = Path(tier, f"ours-{i}")
         d.mkdir()
+        if cold:
+            drop_source_cache(files)
         t0 = time.monotonic()
         copy_tree(src, d, entries, verify=True, stable=stable, workers=workers)
         el = time.monotonic() - t0
@@ -213,6 +261,8 @@ def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None, worker
 
     def run_cp(i: int) -> float:
         d = Path(tier, f"cp-{i}")
+        if cold:
+            drop_source_cache(files)
         t0 = time.monotonic()
         if only:
             d.mkdir()
@@ -224,16 +274,21 @@ def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None, worker
         return el
 
     for i in range(repeat):
-        cp.append(run_cp(i))
-        ours.append(run_ours(i, True))
+        if i % 2:  # rotated: neither always runs first
+            ours.append(run_ours(i, True))
+            cp.append(run_cp(i))
+        else:
+            cp.append(run_cp(i))
+            ours.append(run_ours(i, True))
     online = run_ours(repeat, False)
     return {"bytes": nbytes, "ours": statistics.median(ours), "cp": statistics.median(cp), "online": online,
-            "ours_all": ours, "cp_all": cp}
+            "ours_all": ours, "cp_all": cp, "cold": cold}
 
 
 def report_ratio(label: str, r: dict[str, float], repeat: int) -> None:
     mib = r["bytes"] / 2**20
-    print(f"copy of the stopped {label} ({mib:.0f} MiB) root fs -> tmpfs, page cache warm, alternating, "
+    cache = "page cache dropped before every run (device reads)" if r.get("cold") else "page cache warm"
+    print(f"copy of the stopped {label} ({mib:.0f} MiB) root fs -> tmpfs, {cache}, alternating, "
           f"median of {repeat}:")
     print(f"  innotier copy (xxh3, fsync, read-back)            : {r['ours']:.2f} s = {mib / r['ours']:.0f} MiB/s  "
           f"(runs {', '.join(f'{x:.2f}' for x in r['ours_all'])})")
@@ -287,6 +342,14 @@ def main() -> int:
                     help="INNOTIER_HOME of the bench; keeps the golden copy between runs")
     ap.add_argument("--no-copy", action="store_true", help="skip the copy-vs-cp part")
     ap.add_argument("--copy-workers", type=int, default=WORKERS, help="pieces in flight in the copy test")
+    ap.add_argument("--cache", default="warm,cold",
+                    help="copy test with the source in the page cache (warm), read from the device (cold), or both")
+    ap.add_argument("--source-cache", choices=("cold", "warm"), default="cold",
+                    help="before each move, drop the source files' pages from the page cache (cold: as on a server "
+                         "that has run with O_DIRECT, whose files are not cached) or leave them (warm: the clone "
+                         "just wrote them)")
+    ap.add_argument("--move-repeat", type=int, default=1,
+                    help="moves per component and mode (offline, pre-copy), alternating; medians reported")
     ap.add_argument("--no-moves", action="store_true", help="skip the moves under load")
     ap.add_argument("--keep", action="store_true", help="keep the sandbox and mount (for inspection)")
     # files: the file-level proof only.  With sample (the product's default) the table sample taken under the
@@ -316,11 +379,13 @@ def main() -> int:
         comps = [c.strip() for c in args.components.split(",") if c.strip()]
         if not args.no_copy:
             print(f"load average before the copy test: {loadavg()}")
-            report_ratio("datadir", copy_ratio(sb.datadir, str(tier), args.repeat, None, args.copy_workers),
-                         args.repeat)
-            if "redo" in comps:
-                report_ratio("redo log", copy_ratio(sb.datadir, str(tier), args.repeat, "ib_logfile0",
-                                                    args.copy_workers), args.repeat)
+            for cache in [c.strip() for c in args.cache.split(",") if c.strip()]:
+                cold = cache == "cold"
+                report_ratio("datadir", copy_ratio(sb.datadir, str(tier), args.repeat, None, args.copy_workers,
+                                                   cold), args.repeat)
+                if "redo" in comps:
+                    report_ratio("redo log", copy_ratio(sb.datadir, str(tier), args.repeat, "ib_logfile0",
+                                                        args.copy_workers, cold), args.repeat)
         if args.no_moves:
             return 0
         sb.start()
@@ -329,21 +394,20 @@ def main() -> int:
         load.start()
         time.sleep(args.settle + 5)  # warm-up and a baseline
         for comp in comps:
-            print(f"{comp} move root fs -> tmpfs with {args.clients} TPC-C terminals running "
-                  f"(load average {loadavg()}):", flush=True)
-            results = {}
-            for precopy in (False, True):
-                to = str(tier / f"{comp}-{'pre' if precopy else 'off'}")
-                back = inspect(sbx.Sandbox.load(SANDBOX).connection_spec()).locations()[comp]
-                r = measured_move(load, SANDBOX, comp, to, precopy, args.settle)
-                results[precopy] = r
-                report_move("with pre-copy   " if precopy else "offline copy    ", r)
-                move(SANDBOX, comp, back, False)
-            d0, d1 = results[False].get("downtime_s"), results[True].get("downtime_s")
-            if d0 and d1:
-                w0, w1 = results[False].get("writes_blocked_s"), results[True].get("writes_blocked_s")
-                print(f"  pre-copy unavailability = {d1 / d0:.2f} of the offline move's"
-                      + (f" (writes blocked {w1 / w0:.2f})" if w0 and w1 else ""), flush=True)
+            print(f"{comp} move root fs -> tmpfs with {args.clients} TPC-C terminals running, source page cache "
+                  f"{args.source_cache} before each move (load average {loadavg()}):", flush=True)
+            results: dict[bool, list[dict]] = {False: [], True: []}
+            for i in range(args.move_repeat):
+                for precopy in ((False, True) if i % 2 == 0 else (True, False)):  # rotated
+                    to = str(tier / f"{comp}-{'pre' if precopy else 'off'}")
+                    back = inspect(sbx.Sandbox.load(SANDBOX).connection_spec()).locations()[comp]
+                    if args.source_cache == "cold":  # as on a server that has run with O_DIRECT for a while
+                        drop_source_cache(_files(back, None))
+                    r = measured_move(load, SANDBOX, comp, to, precopy, args.settle)
+                    results[precopy].append(r)
+                    report_move("with pre-copy   " if precopy else "offline copy    ", r)
+                    move(SANDBOX, comp, back, False)
+            report_medians(results)
         if load.failure:
             print(f"the TPC-C driver ended with: {load.failure}")
         print(f"load average at the end: {loadavg()}")

@@ -340,17 +340,28 @@ def _holes_as_zeros(data, c: int, inside: list[tuple[int, int]]) -> bytearray:
 
 
 def _copy_stale_blocks(sfd: int, dfd: int, start: int, end: int, progress: Progress | None, old: bytes,
-                       stale: frozenset[int]) -> tuple[bytes, list[tuple[int, int]]]:
+                       stale: frozenset[int] | dict[int, int], tfd: int | None = None,
+                       page_size: int = 0) -> tuple[bytes, list[tuple[int, int]]]:
     """Like ``_copy_piece`` with ``old``, but only the blocks in ``stale`` are read; the rest keep their digests.
 
     For a file whose blocks outside ``stale`` provably have not been written since the pass
     that copied them (``stale_blocks``, ``redo_stale_blocks``).  Runs of consecutive stale
     blocks are read in large reads (up to ``BUFFER``) into this thread's buffer, hashed
     there and written from it (so also while the server writes).
+
+    Page by page (``stale`` a dict from ``stale_pages``, ``tfd`` the target opened for reading
+    and ``page_size``): of a block whose mask names only some of its pages, only those pages
+    are read from the source, laid over the block as the target holds it (its other pages are
+    provably the source's, the verified copy of a read made after their floor), hashed, and only
+    they are written when the block's digest changed.  A TPC-C delta is mostly single 16 KiB
+    pages scattered over large tablespaces: this reads a quarter of the 64 KiB blocks they sit in.
     """
     view = _buffer()
     digests: list[bytes] = []
     written: list[tuple[int, int]] = []
+    per_block = BLOCK // page_size if page_size and tfd is not None else 1
+    full = (1 << per_block) - 1
+    masks = stale if isinstance(stale, dict) and per_block > 1 else None
     first, last = start // BLOCK, -(-end // BLOCK)
     bi = first
     while bi < last:
@@ -359,9 +370,16 @@ def _copy_stale_blocks(sfd: int, dfd: int, start: int, end: int, progress: Progr
             digests.append(prev)
             bi += 1
             continue
+        mask = masks.get(bi, full) if masks is not None else full
+        if mask != full and len(prev) == 16 and (bi + 1) * BLOCK <= end:
+            digests.append(_copy_stale_pages(sfd, dfd, tfd, bi * BLOCK, mask, page_size, prev, view, progress,
+                                             written))
+            bi += 1
+            continue
         run_end = bi + 1
         while run_end < last and run_end - bi < BUFFER // BLOCK and (
-                run_end in stale or len(old[run_end * 16:(run_end + 1) * 16]) < 16):
+                (run_end in stale and (masks is None or masks.get(run_end, full) == full))
+                or len(old[run_end * 16:(run_end + 1) * 16]) < 16):
             run_end += 1
         a, b = bi * BLOCK, min(run_end * BLOCK, end)
         n = _pread_full(sfd, view[:b - a], a)
@@ -377,6 +395,80 @@ def _copy_stale_blocks(sfd: int, dfd: int, start: int, end: int, progress: Progr
             progress(b - a)
         bi = run_end
     return b"".join(digests), _coalesce(written)
+
+
+PREFETCH_MAX = 1 << 16  # at most this many read-ahead requests per file (each one syscall)
+
+
+def _prefetch(fd: int, stale: frozenset[int] | dict[int, int], page_size: int, size: int) -> None:
+    """Ask the kernel to read the stale pages (or blocks) of a file ahead, all at once (``POSIX_FADV_WILLNEED``).
+
+    A delta's reads are small and scattered over large files; issued one by one from a few
+    threads they keep a handful of requests in flight, while read-ahead queues them all, so the
+    device works at the queue depth it is built for and the reads that follow find the pages cached.
+    ``page_size`` > 0: ``stale`` maps blocks to page masks (``stale_pages``).
+    """
+    runs: list[tuple[int, int]] = []
+    per_block = BLOCK // page_size if page_size else 1
+    for b in sorted(stale):
+        if isinstance(stale, dict) and per_block > 1:
+            pieces = [(b * BLOCK + p * page_size, b * BLOCK + q * page_size) for p, q in _page_runs(stale[b], per_block)]
+        else:
+            pieces = [(b * BLOCK, (b + 1) * BLOCK)]
+        for a, e in pieces:
+            e = min(e, size)
+            if runs and runs[-1][1] == a:
+                runs[-1] = (runs[-1][0], e)
+            elif a < e:
+                runs.append((a, e))
+    if len(runs) > PREFETCH_MAX:
+        return  # so much is stale that the reads are nearly sequential: the kernel's own read-ahead serves them
+    for a, e in runs:
+        os.posix_fadvise(fd, a, e - a, os.POSIX_FADV_WILLNEED)
+
+
+def _page_runs(mask: int, per_block: int) -> list[tuple[int, int]]:
+    """(first page, end page) of the runs of set bits of ``mask`` (pages of one block)."""
+    runs: list[tuple[int, int]] = []
+    p = 0
+    while p < per_block:
+        if mask >> p & 1:
+            q = p
+            while q < per_block and mask >> q & 1:
+                q += 1
+            runs.append((p, q))
+            p = q
+        else:
+            p += 1
+    return runs
+
+
+def _copy_stale_pages(sfd: int, dfd: int, tfd: int, a: int, mask: int, page_size: int, prev: bytes,
+                      view: memoryview, progress: Progress | None, written: list[tuple[int, int]]) -> bytes:
+    """One whole block at ``a``: the target's copy with the pages in ``mask`` read from the source; its digest.
+
+    The stale pages are written only when the block's digest differs from ``prev`` (the
+    verified one); ``written`` then gets the whole block, which the read-back compares.
+    """
+    blk = view[:BLOCK]
+    n = _pread_full(tfd, blk, a)
+    if n < BLOCK:
+        blk[n:] = bytes(BLOCK - n)
+    runs = [(p * page_size, q * page_size) for p, q in _page_runs(mask, BLOCK // page_size)]
+    got = 0
+    for x, y in runs:
+        m = _pread_full(sfd, blk[x:y], a + x)
+        if m < y - x:  # the file shrank while being read (online): the rest reads as the target's hole
+            blk[x + m:y] = bytes(y - x - m)
+        got += y - x
+    d = _block_digest(blk)
+    if d != prev:
+        for x, y in runs:
+            _write_all(dfd, blk[x:y], a + x)
+        written.append((a, a + BLOCK))
+    if progress:
+        progress(got)
+    return d
 
 
 FIL_PAGE_LSN = 16  # offset of a page's newest-modification LSN (8 bytes, big-endian) in every InnoDB page
@@ -416,19 +508,30 @@ def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int | array, old
     floor read before it, so the next pass, or the offline delta, finds the block stale
     (its floor did not move, as it was not read).
     """
+    return frozenset(stale_pages(fd, size, page_size, lsn_floor, old_blocks))
+
+
+def stale_pages(fd: int, size: int, page_size: int, lsn_floor: int | array, old_blocks: int) -> dict[int, int]:
+    """``stale_blocks`` page by page: stale block -> bit mask of its stale pages (all bits: read it whole).
+
+    Block 0, the blocks the earlier copy did not have and every block of a file whose pages
+    carry no LSN header are whole; elsewhere a bit is set for each page at or above its
+    block's floor, with LSN 0, or not in the page cache.
+    """
     blocks = -(-size // BLOCK)
+    per_block = max(1, BLOCK // page_size) if page_size > 0 else 1
+    full = (1 << per_block) - 1
     if not _lsn_pages(fd, page_size):
-        return frozenset(range(blocks))
-    stale = {0}
-    per_block = max(1, BLOCK // page_size)
-    stale.update(range(min(old_blocks, blocks) - 1 if old_blocks else 0, blocks))  # growth and the tail
+        return dict.fromkeys(range(blocks), full)
+    stale = dict.fromkeys(range(min(old_blocks, blocks) - 1 if old_blocks else 0, blocks), full)  # growth, tail
+    stale[0] = full
     lsns = resident_page_lsns(fd, size, page_size)
     for page, lsn in enumerate(lsns if lsns is not None else page_lsns(fd, size, page_size)):
         b = page // per_block
         floor = lsn_floor if isinstance(lsn_floor, int) else (lsn_floor[b] if b < len(lsn_floor) else 0)
-        if lsn is None or lsn == 0 or lsn >= floor:  # None: not in the page cache, so read the block whole
-            stale.add(b)
-    return frozenset(stale)
+        if lsn is None or lsn == 0 or lsn >= floor:  # None: not in the page cache, so read it from the source
+            stale[b] = stale.get(b, 0) | 1 << (page % per_block)
+    return stale
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -651,7 +754,8 @@ class FileCopy:
 
 
 def copy_file(src: str, dst: str, progress: Progress | None = None, pool: ThreadPoolExecutor | None = None,
-              old: bytes | None = None, lsn_skip: tuple | None = None, stable: bool = False) -> FileCopy:
+              old: bytes | None = None, lsn_skip: tuple | None = None, stable: bool = False,
+              pages_from_target: bool = False) -> FileCopy:
     """Copy one regular file, keep owner/mode/mtime, fsync.
 
     Without ``old`` the target is created anew from the source's data extents; with
@@ -663,6 +767,9 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
     only the blocks of the LSNs written since are (``redo_stale_blocks``).  ``stable``: the
     server is stopped (kept for callers; the bytes always go through this thread's buffer,
     so the bytes hashed are the bytes written even while the server writes).
+    ``pages_from_target`` (a tablespace with ``lsn_skip``, the target on memory or DAX, where a
+    read costs a copy in memory): a block with only some stale pages reads just those from the
+    source and the rest from the target (``_copy_stale_blocks``).
     """
     sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
     try:
@@ -675,11 +782,22 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
                 old = old[: (st.st_size + BLOCK - 1) // BLOCK * 16]  # the file may have shrunk or grown
             os.ftruncate(dfd, st.st_size)  # holes stay holes: only data is written below
             if old is not None and lsn_skip is not None:
+                by_page = pages_from_target and lsn_skip[0] == "pages"
                 stale = (redo_stale_blocks(sfd, st.st_size, lsn_skip[1], len(old) // 16, lsn_skip[2])
                          if lsn_skip[0] == "redo"
+                         else stale_pages(sfd, st.st_size, lsn_skip[1], lsn_skip[2], len(old) // 16) if by_page
                          else stale_blocks(sfd, st.st_size, lsn_skip[1], lsn_skip[2], len(old) // 16))
-                parts = _run(pool, _copy_stale_blocks, [(sfd, dfd, a, b, progress, old, stale)
-                                                        for a, b in segments(st.st_size)])
+                tfd = os.open(dst, os.O_RDONLY | os.O_NOFOLLOW) if by_page else None
+                if lsn_skip[0] == "pages":  # scattered pages: no read-ahead around them, all of them asked for at once
+                    os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_RANDOM)
+                    _prefetch(sfd, stale, lsn_skip[1] if by_page else 0, st.st_size)
+                try:
+                    parts = _run(pool, _copy_stale_blocks, [(sfd, dfd, a, b, progress, old, stale, tfd,
+                                                             lsn_skip[1] if by_page else 0)
+                                                            for a, b in segments(st.st_size)])
+                finally:
+                    if tfd is not None:
+                        os.close(tfd)
                 read = frozenset(b for b in range(-(-st.st_size // BLOCK)) if b in stale or b * 16 >= len(old))
             else:
                 read = None
@@ -899,11 +1017,12 @@ def _copy_files(src: Path, dst: Path, todo: list[tuple[str, os.stat_result, byte
     rewritten blocks only: the rest was read back when it was written.
     """
     memory = on_memory_fs(dst) if todo else False
+    by_page = memory or (bool(todo) and mount_of(dst).dax)  # a read of the target costs a memory copy
 
     def one(rel: str, old: bytes | None, skip: tuple | None,
             pool: ThreadPoolExecutor | None) -> tuple[FileRecord, FileCopy]:
         read_at = time.time_ns()
-        fc = copy_file(str(src / rel), str(dst / rel), progress, pool, old, skip, stable)
+        fc = copy_file(str(src / rel), str(dst / rel), progress, pool, old, skip, stable, by_page)
         st = fc.st
         rec = FileRecord(rel, "file", st.st_size, st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns,
                          st.st_ctime_ns, st.st_ino, digest=fc.digest, read_at_ns=read_at)

@@ -45,6 +45,17 @@ def _quiet(_: str) -> None:
     pass
 
 
+def _converged(passes: list[dict[str, Any]]) -> bool:
+    """Passes of one regime (before or after the pre-flush) gain nothing more: the last was short, or not shorter
+    than ``PRECOPY_SHRINK`` of the one before it, or there were ``PRECOPY_MAX_PASSES``.  The first pass of a regime
+    always runs (before the pre-flush it copies everything; after it, what the flush wrote)."""
+    if not passes:
+        return False
+    if len(passes) >= PRECOPY_MAX_PASSES or passes[-1]["seconds"] < PRECOPY_ENOUGH_S:
+        return True
+    return len(passes) >= 2 and passes[-1]["seconds"] > PRECOPY_SHRINK * passes[-2]["seconds"]
+
+
 def _no_progress(_: str, __: int) -> Callable[[int], None]:
     return lambda n: None
 
@@ -136,32 +147,34 @@ class Executor:
         return {}
 
     def _do_precopy(self) -> dict[str, Any]:
-        """Online passes until the delta stops shrinking, then a pre-flush and one last pass: the first copies
-        everything, each next one what changed.
+        """Online passes until the delta stops shrinking, then a pre-flush and passes again until the delta
+        stops shrinking: the first pass copies everything, each next one what changed.
 
         A pass re-reads the files whose size/mtime/ctime changed, and of a tablespace only the
         64 KiB blocks with a page at or above the LSN floor of the pass that last read them
-        (copy.stale_blocks); it rewrites only the blocks whose digest changed.  The passes stop
-        when one takes less than ``PRECOPY_ENOUGH_S``, when a pass is not ``PRECOPY_SHRINK``
-        faster than the one before (the write rate keeps the delta where it is), or after
-        ``PRECOPY_MAX_PASSES``.  Then the dirty pages are flushed while the server serves
-        (``preflush``; the settings stay lowered until the stop) and a last pass copies what
-        that flush wrote, so neither the shutdown nor the offline delta has to.
+        (copy.stale_blocks; onto memory or DAX only those pages); it rewrites only the blocks
+        whose digest changed.  Passes stop (``_converged``) when one takes less than
+        ``PRECOPY_ENOUGH_S`` or is not ``PRECOPY_SHRINK`` faster than the one before (the write
+        rate keeps the delta where it is), or after ``PRECOPY_MAX_PASSES``.  Then the dirty pages
+        are flushed while the server serves (``preflush``; the settings stay lowered until the
+        stop) and passes copy what that flush wrote, and what the server writes meanwhile, until
+        they converge again (at most ``PRECOPY_MAX_PASSES`` more), so neither the shutdown nor
+        the offline delta has much left.
         """
         self._ensure_target()
         passes: list[dict[str, Any]] = []
         manifest: Manifest | None = None
         page_size = int(self.plan.server["page_size"])
         flushed: dict[str, Any] = {}
-        for n in range(1, PRECOPY_MAX_PASSES + 1):
-            last = n == PRECOPY_MAX_PASSES or (n > 1 and (passes[-1]["seconds"] < PRECOPY_ENOUGH_S or (
-                n > 2 and passes[-1]["seconds"] > PRECOPY_SHRINK * passes[-2]["seconds"])))
-            if last and not self.plan.no_shutdown and self.control.state() == "running":
-                self._preflush(flushed)  # then one more pass copies what the flush wrote
+        regime = 0  # index in ``passes`` of the first pass of this regime (before the pre-flush, then after it)
+        for n in range(1, 2 * PRECOPY_MAX_PASSES + 1):
+            if _converged(passes[regime:]):
+                if regime or self.plan.no_shutdown or self.control.state() != "running":
+                    break
+                self._preflush(flushed)  # then passes copy what the flush wrote
+                regime = len(passes)
             manifest, st = self._precopy_pass(n, manifest, page_size)
             passes.append(st)
-            if last:
-                break
         self._precopy = manifest
         self.journal.save_json("precopy-manifest.json", manifest.to_dict())
         final = passes[-1]
@@ -213,8 +226,13 @@ class Executor:
                     self._checksum_under_read_lock(data)
                 crash_point("SHUTDOWN:mid")
                 self.echo(f"stopping {self.control.describe()} ({self.plan.shutdown_mode} shutdown)")
+                closer = self._close_waiting_commits()
                 data["stop_began_at"] = time.time()
-                self.control.stop(self.plan.shutdown_mode)
+                try:
+                    self.control.stop(self.plan.shutdown_mode)
+                finally:
+                    if closer is not None:
+                        data["waiting_commits_closed"] = closer.stop()
             except BaseException:
                 self._release_read_lock()
                 self._restore_flush_settings(saved)
@@ -587,6 +605,17 @@ class Executor:
                     int(status.get("Innodb_lsn_flushed", 0) or 0), int(status.get("Innodb_lsn_current", 0) or 0))
         except (InnotierError, ValueError):
             return 0, 0, 0
+
+    def _close_waiting_commits(self) -> "verify.WaitingCommitCloser | None":
+        """With the commit block held (``--verify sample|tables``): close the connections whose commits wait on it,
+        until the server is gone (``verify.WaitingCommitCloser``), so none completes during the shutdown."""
+        if self._lock_conn is None:
+            return None
+        try:
+            return verify.WaitingCommitCloser(self.plan.connection_spec(), verify.connection_id(self._lock_conn)).start()
+        except Exception as exc:  # noqa: BLE001 - a watch that cannot start must not stop the move
+            self.echo(f"warning: could not watch for commits waiting on the block ({exc}); stopping anyway")
+            return None
 
     def _take_read_lock(self) -> None:
         conn = self.plan.connection_spec().with_database(None).connect()

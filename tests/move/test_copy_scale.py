@@ -320,6 +320,53 @@ def test_writer_during_precopied_move_loses_no_committed_row(clone, mv_tiers):
 
 
 @pytest.mark.root
+def test_commit_waiting_on_the_block_is_rolled_back_before_the_stop(clone):
+    """A commit that waits on BACKUP STAGE BLOCK_COMMIT has its connection closed by the mover's watch, so it cannot
+    complete during the shutdown (after the holder's connection is closed) and make the sample differ."""
+    from datadir_mover.move import verify
+
+    sb = clone("mv-waitcommit")
+    spec = sb.connection_spec().with_database(None)
+    admin = spec.connect()
+    cur = admin.cursor()
+    cur.execute("CREATE DATABASE mvc")
+    cur.execute("CREATE TABLE mvc.t (id INT PRIMARY KEY) ENGINE=InnoDB")
+    holder = spec.connect()
+    verify.block_writes(holder)
+    writer = spec.connect(autocommit=False)
+    wcur = writer.cursor()
+    wcur.execute("INSERT INTO mvc.t VALUES (1)")
+    outcome: list[str] = []
+
+    def commit() -> None:
+        try:
+            writer.commit()
+            outcome.append("committed")
+        except Exception as exc:  # noqa: BLE001 - the expected end: its connection was closed
+            outcome.append(f"failed: {exc}")
+
+    t = threading.Thread(target=commit)
+    t.start()
+    deadline = time.monotonic() + 10
+    waiting = []
+    while not waiting and time.monotonic() < deadline:
+        cur.execute("SELECT ID, STATE FROM information_schema.PROCESSLIST WHERE STATE IN (%s, %s, %s)",
+                    verify.WAITING_ON_THE_BLOCK)
+        waiting = cur.fetchall()
+        time.sleep(0.02)
+    assert waiting, "the commit did not wait on the block"
+    closer = verify.WaitingCommitCloser(spec, verify.connection_id(holder)).start()
+    t.join(10)
+    assert closer.stop() >= 1
+    assert outcome and outcome[0].startswith("failed"), outcome
+    holder.close()  # the block goes, as at the shutdown: nothing is left to complete
+    time.sleep(0.2)
+    cur.execute("SELECT COUNT(*) FROM mvc.t")
+    assert cur.fetchone()[0] == 0
+    admin.close()
+
+
+@pytest.mark.root
 def test_preflush_before_the_stop_is_undone_when_the_stop_fails(clone, mv_tiers, monkeypatch):
     """The pre-flush lowers the dirty-page limits before the stop; a failed stop puts the server's own values back."""
     from datadir_mover.move import preflush
@@ -453,6 +500,62 @@ def test_online_pass_reads_only_stale_blocks_and_moves_only_their_floors(tmp_pat
     assert sum(read) == 3 * BLOCK  # header block, block 50 (floor 1000), last block; block 10 not again
     assert (dst / "db" / "t.ibd").read_bytes() == ts.read_bytes()
     assert final.records["db/t.ibd"].digest == digest_file(str(ts))
+
+
+@pytest.mark.root
+def test_delta_onto_memory_reads_only_the_stale_pages_of_a_block(mv_tiers, tmp_path):
+    """Onto tmpfs, a block with one stale page reads that page from the source and its other three from the
+    target copy; a page that left the page cache is read as well; the result is byte-equal and read back."""
+    src = tmp_path / "src"
+    (src / "db").mkdir(parents=True)
+    dst = Path(mv_tiers["tmpfs"]) / "by-page"
+    dst.mkdir()
+    try:
+        ts = src / "db" / "t.ibd"
+        _tablespace(ts, 400, lsn=500)
+        _age(ts)
+        first, _ = copy_tree(src, dst, walk(src), lsn_floor=1000)
+        _trust_timestamps(first)
+        _write_page(ts, 41, lsn=2000)  # block 10, its second page
+        _write_page(ts, 82, lsn=2000)  # block 20, its third page
+        fd = os.open(ts, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 83 * PAGE, PAGE, os.POSIX_FADV_DONTNEED)  # block 20's fourth page leaves the cache
+        finally:
+            os.close(fd)
+        read = []
+        final, st = copy_tree(src, dst, walk(src), previous=first, page_size=PAGE, progress=read.append)
+        # the header block and the last block whole, then pages 41, 82 and 83 alone
+        assert sum(read) == 2 * BLOCK + 3 * PAGE
+        assert st.files_delta == 1 and st.bytes_copied == 2 * BLOCK  # blocks 10 and 20 rewritten (and read back)
+        assert (dst / "db" / "t.ibd").read_bytes() == ts.read_bytes()
+        assert final.records["db/t.ibd"].digest == digest_file(str(ts))
+        assert final.records["db/t.ibd"].verified
+    finally:
+        import shutil
+
+        shutil.rmtree(dst)
+
+
+def test_prefetch_asks_for_the_stale_pages_joined_into_runs(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cp.os, "posix_fadvise", lambda fd, off, n, advice: calls.append((off, n, advice)))
+    # block 0 whole; block 1 pages 1-2; block 2 page 0; block 5 page 3
+    cp._prefetch(7, {0: 0b1111, 1: 0b0110, 2: 0b0001, 5: 0b1000}, PAGE, 100 * BLOCK)
+    will = cp.os.POSIX_FADV_WILLNEED
+    assert calls == [(0, BLOCK, will), (BLOCK + PAGE, 2 * PAGE, will), (2 * BLOCK, PAGE, will),
+                     (5 * BLOCK + 3 * PAGE, PAGE, will)]
+    calls.clear()
+    cp._prefetch(7, frozenset({3, 4, 9}), 0, 9 * BLOCK + 100)  # whole blocks; the last one ends with the file
+    assert calls == [(3 * BLOCK, 2 * BLOCK, will), (9 * BLOCK, 100, will)]
+
+
+def test_page_runs_of_a_mask():
+    assert cp._page_runs(0b0000, 4) == []
+    assert cp._page_runs(0b1011, 4) == [(0, 2), (3, 4)]
+    assert cp._page_runs(0b0110, 4) == [(1, 3)]
+    assert cp._page_runs(0b1111, 4) == [(0, 4)]
 
 
 def test_page_lsns_read_one_by_one_or_sequentially_agree(tmp_path):

@@ -229,3 +229,17 @@ def test_selinux_commands():
     assert cmds[1] == "restorecon -Rv '/mnt/pm em/mysql'"
     assert "context=system_u:object_r:mysqld_db_t:s0" in cmds[2]
     assert selinux.commands("tmpdir", "/x")[0].startswith("semanage fcontext -a -t mysqld_tmp_t")
+
+
+def test_precopy_passes_stop_when_the_delta_stops_shrinking():
+    from datadir_mover.move.executor import PRECOPY_ENOUGH_S, PRECOPY_MAX_PASSES, _converged
+
+    def p(*seconds):
+        return [{"seconds": s} for s in seconds]
+
+    assert not _converged(p())  # the first pass of a regime always runs
+    assert not _converged(p(30.0))
+    assert _converged(p(30.0, PRECOPY_ENOUGH_S / 2))  # short enough: the offline delta will be small
+    assert not _converged(p(30.0, 6.0))  # shrinking fast: another pass pays
+    assert _converged(p(30.0, 6.0, 5.5))  # not 0.8x of the one before: the write rate holds the delta
+    assert _converged(p(*[40.0 / 2 ** i for i in range(PRECOPY_MAX_PASSES)]))  # enough passes

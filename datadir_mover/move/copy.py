@@ -781,6 +781,8 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
             if old is not None:
                 old = old[: (st.st_size + BLOCK - 1) // BLOCK * 16]  # the file may have shrunk or grown
             os.ftruncate(dfd, st.st_size)  # holes stay holes: only data is written below
+            if old is None:
+                _preallocate_like(dfd, st)
             if old is not None and lsn_skip is not None:
                 by_page = pages_from_target and lsn_skip[0] == "pages"
                 stale = (redo_stale_blocks(sfd, st.st_size, lsn_skip[1], len(old) // 16, lsn_skip[2])
@@ -810,6 +812,26 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
     finally:
         os.close(sfd)
     return FileCopy(st, b"".join(p[0] for p in parts), [r for p in parts for r in p[1]], old is not None, read)
+
+
+def _preallocate_like(dfd: int, st: os.stat_result) -> None:
+    """Allocate the whole target when the source is allocated whole (no holes), as the server had it.
+
+    InnoDB preallocates its files (a new redo log, a tablespace's extension) with fallocate(2):
+    unwritten extents read as zeros and ``SEEK_DATA`` reports them as holes unless their pages
+    are cached, so a copy of data extents alone would leave a sparse redo log whose every later
+    write allocates blocks.  A source with as many allocated bytes as its length is allocated
+    alike on the target (tmpfs included: the server would have allocated it there too); a sparse
+    source (page compression's punched holes) stays sparse.  A file system without fallocate
+    (ramfs) keeps the holes.
+    """
+    if st.st_size == 0 or st.st_blocks * 512 < st.st_size:
+        return
+    try:
+        os.posix_fallocate(dfd, 0, st.st_size)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
 
 
 def file_blocks(path: str, drop_cache: bool = True, pool: ThreadPoolExecutor | None = None,

@@ -47,6 +47,16 @@ def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def _record(line: str) -> None:
+    """Print a timing line and keep it in out/lab-vm.log of the checkout (pytest shows prints only on failure;
+    the log keeps the figures of every run, CI's included)."""
+    print(line, flush=True)
+    out = REPO / "out"
+    out.mkdir(exist_ok=True)
+    with open(out / "lab-vm.log", "a") as fh:
+        fh.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+
+
 @pytest.fixture(scope="session")
 def lab_image_built():
     blockers = lab_image.host_blockers()
@@ -54,8 +64,8 @@ def lab_image_built():
         pytest.skip("the lab image cannot be built here: " + "; ".join(blockers))
     t0 = time.monotonic()
     img = lab_image.build(lab_image.default_spec(REPO), progress=lambda m: print(f"lab build: {m}", flush=True))
-    print(f"lab image: {time.monotonic() - t0:.0f} s here (built in {img.build_seconds} s when made); "
-          f"load average {_load()}", flush=True)
+    _record(f"lab image: {time.monotonic() - t0:.0f} s here (built in {img.build_seconds} s when made); "
+            f"load average {_load()}")
     return img
 
 
@@ -77,9 +87,9 @@ def run_groups(img, groups: tuple[str, ...], run_dir: Path, timeout: float, **kw
     times = run_dir / "share" / "out" / "times.log"
     if times.exists():
         print("in-guest CLI calls (seconds):\n" + times.read_text(), flush=True)
-    print(f"lab VM ({result.accelerator}): boot {result.boot_seconds} s, total {result.total_seconds} s; "
-          + ", ".join(f"{g} {s:.0f} s" for g, s in group_seconds(suite).items())
-          + f"; load average {_load()}", flush=True)
+    _record(f"lab VM ({result.accelerator}): boot {result.boot_seconds} s, total {result.total_seconds} s; "
+            + ", ".join(f"{g} {s:.0f} s" for g, s in group_seconds(suite).items())
+            + f"; load average {_load()}")
     assert result.exit_code == 0, f"in-guest pytest failed (exit {result.exit_code}):\n{result.output[-6000:]}"
     return result, suite
 

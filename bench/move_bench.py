@@ -134,12 +134,21 @@ def move(sandbox: str, component: str, to: str, precopy: bool) -> dict:
     plan = planmod.build(planmod.MoveRequest(component, to, precopy=precopy, verify=VERIFY["mode"]), spec)
     ex = Executor.create(plan)
     t0 = time.monotonic()
-    try:
-        result = ex.run()
-    except MoveHalted as exc:  # the table sample after the start differed before any client wrote
-        print(f"      move halted: {exc}; resuming it (the check runs again)", flush=True)
-        result = Executor.open(ex.journal).run()
-        result["halted"] = str(exc)
+    halts: list[str] = []
+    while True:
+        try:
+            result = (ex.run() if not halts else Executor.open(ex.journal).run())
+            break
+        except MoveHalted as exc:  # the table sample after the start differed before any client wrote
+            halts.append(str(exc))
+            if len(halts) > 3:
+                raise
+            # as an operator would: let the clients reconnect and write, then `move resume` (the check again)
+            print(f"      move halted: {str(exc)[:160]}...; resuming it in 3 s (the check runs again)", flush=True)
+            time.sleep(3)
+    if halts:
+        result["halted"] = halts[0]
+        result["halts"] = len(halts)
     result["wall_s"] = time.monotonic() - t0
     result["finalize"] = ex.finalize()
     result["estimate_s"] = plan.estimates["downtime_with_precopy_s" if precopy else "downtime_s"]
@@ -179,9 +188,15 @@ def report_move(label: str, r: dict) -> None:
                                                   if k != "preflush_before_stop_s"))
     if r.get("halted"):
         print(f"      HALTED first (resumed): {r['halted']}")
-    closed = (r.get("shutdown") or {}).get("waiting_commits_closed")
-    if closed is not None:
-        print(f"      connections whose commit waited on the block, closed before the stop: {closed}")
+    lp = (r.get("shutdown") or {}).get("last_pass") or {}
+    if "pass" in lp:
+        f = lp.get("flush") or {}
+        print(f"      with commits blocked before the stop: flush {f.get('seconds', 0):.1f} s (dirty pages "
+              f"{f.get('dirty_before')} -> {f.get('dirty_after')}, {f.get('why')}), then a pass of "
+              f"{lp['pass']['seconds']:.1f} s writing {lp['pass']['bytes_written'] / 2**20:.0f} MiB; "
+              f"{lp['seconds']:.1f} s in all")
+    elif lp:
+        print(f"      last pass under the block skipped: {lp.get('skipped')}")
     pf = (r.get("shutdown") or {}).get("preflush") or {}
     if "seconds" in pf:
         print(f"      pre-flush before the stop: {pf['seconds']:.1f} s, dirty pages {pf['dirty_before']} -> "

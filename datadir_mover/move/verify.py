@@ -20,7 +20,6 @@ statistics tables are left out: background statistics recalculation rewrites the
 from __future__ import annotations
 
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,84 +88,6 @@ def block_writes(conn) -> str:
             raise
         cur.execute(SQL_READ_LOCK)
         return SQL_READ_LOCK
-    finally:
-        cur.close()
-
-
-# processlist states of a statement waiting on the commit block: BACKUP STAGE BLOCK_COMMIT (MariaDB), FLUSH
-# TABLES WITH READ LOCK (the commit lock, or the global read lock for a write)
-WAITING_ON_THE_BLOCK = ("Waiting for backup lock", "Waiting for commit lock", "Waiting for global read lock")
-CLOSER_POLL_S = 0.005
-
-
-class WaitingCommitCloser:
-    """While the server stops under the commit block: close every connection whose commit waits on it.
-
-    A shutdown closes all connections, the one holding the block among them; a commit that
-    waited on the block and is granted it in that moment completes before its own connection
-    is closed, so the data the server keeps differs from what was read under the block (a
-    false difference that halts a ``--verify sample|tables`` move).  Closing those connections
-    first rolls their transactions back (never acknowledged, as the stop would have done);
-    a thread keeps doing so every ``CLOSER_POLL_S`` until the server is gone, for clients that
-    reconnect meanwhile.  ``closed`` counts them.
-    """
-
-    def __init__(self, spec: ConnectionSpec, holder_id: int):
-        self.spec = spec.with_database(None)
-        self.holder_id = holder_id
-        self.closed = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="innotier-commit-closer", daemon=True)
-        self._conn = None
-
-    def start(self) -> "WaitingCommitCloser":
-        self._conn = self.spec.connect(connection_timeout=5)
-        self.close_waiting()  # once before the stop is asked for
-        self._thread.start()
-        return self
-
-    def close_waiting(self) -> int:
-        cur = self._conn.cursor()
-        try:
-            marks = ", ".join(["%s"] * len(WAITING_ON_THE_BLOCK))
-            cur.execute(f"SELECT ID FROM information_schema.PROCESSLIST WHERE STATE IN ({marks}) "
-                        "AND ID <> CONNECTION_ID() AND ID <> %s", (*WAITING_ON_THE_BLOCK, self.holder_id))
-            ids = [int(r[0]) for r in cur.fetchall()]
-            for i in ids:
-                try:
-                    cur.execute(f"KILL CONNECTION {i}")
-                    self.closed += 1
-                except Exception as exc:  # noqa: BLE001 - 1094: it ended meanwhile
-                    if getattr(exc, "errno", None) != 1094:
-                        raise
-            return len(ids)
-        finally:
-            cur.close()
-
-    def _run(self) -> None:
-        while not self._stop.wait(CLOSER_POLL_S):
-            try:
-                self.close_waiting()
-            except Exception:  # noqa: BLE001 - the server is shutting down: its connections are closed anyway
-                return
-
-    def stop(self) -> int:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5)
-        try:
-            if self._conn is not None:
-                self._conn.close()
-        except Exception:  # noqa: BLE001 - the server is gone
-            pass
-        return self.closed
-
-
-def connection_id(conn) -> int:
-    cur = conn.cursor()
-    try:
-        cur.execute("SELECT CONNECTION_ID()")
-        return int(cur.fetchone()[0])
     finally:
         cur.close()
 

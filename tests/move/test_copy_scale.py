@@ -344,53 +344,6 @@ def test_writer_during_precopied_move_loses_no_committed_row(clone, mv_tiers):
 
 
 @pytest.mark.root
-def test_commit_waiting_on_the_block_is_rolled_back_before_the_stop(clone):
-    """A commit that waits on BACKUP STAGE BLOCK_COMMIT has its connection closed by the mover's watch, so it cannot
-    complete during the shutdown (after the holder's connection is closed) and make the sample differ."""
-    from datadir_mover.move import verify
-
-    sb = clone("mv-waitcommit")
-    spec = sb.connection_spec().with_database(None)
-    admin = spec.connect()
-    cur = admin.cursor()
-    cur.execute("CREATE DATABASE mvc")
-    cur.execute("CREATE TABLE mvc.t (id INT PRIMARY KEY) ENGINE=InnoDB")
-    holder = spec.connect()
-    verify.block_writes(holder)
-    writer = spec.connect(autocommit=False)
-    wcur = writer.cursor()
-    wcur.execute("INSERT INTO mvc.t VALUES (1)")
-    outcome: list[str] = []
-
-    def commit() -> None:
-        try:
-            writer.commit()
-            outcome.append("committed")
-        except Exception as exc:  # noqa: BLE001 - the expected end: its connection was closed
-            outcome.append(f"failed: {exc}")
-
-    t = threading.Thread(target=commit)
-    t.start()
-    deadline = time.monotonic() + 10
-    waiting = []
-    while not waiting and time.monotonic() < deadline:
-        cur.execute("SELECT ID, STATE FROM information_schema.PROCESSLIST WHERE STATE IN (%s, %s, %s)",
-                    verify.WAITING_ON_THE_BLOCK)
-        waiting = cur.fetchall()
-        time.sleep(0.02)
-    assert waiting, "the commit did not wait on the block"
-    closer = verify.WaitingCommitCloser(spec, verify.connection_id(holder)).start()
-    t.join(10)
-    assert closer.stop() >= 1
-    assert outcome and outcome[0].startswith("failed"), outcome
-    holder.close()  # the block goes, as at the shutdown: nothing is left to complete
-    time.sleep(0.2)
-    cur.execute("SELECT COUNT(*) FROM mvc.t")
-    assert cur.fetchone()[0] == 0
-    admin.close()
-
-
-@pytest.mark.root
 def test_preflush_before_the_stop_is_undone_when_the_stop_fails(clone, mv_tiers, monkeypatch):
     """The pre-flush lowers the dirty-page limits before the stop; a failed stop puts the server's own values back."""
     from datadir_mover.move import preflush

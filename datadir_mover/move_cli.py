@@ -200,13 +200,17 @@ def _print_result(result: dict, as_json: bool) -> None:
     if "writes_blocked_s" in result:
         print(f"  writes blocked {result['writes_blocked_s']:.1f} s in all")
     vs = result.get("verify_server") or {}
+    at_stop = vs.get("changed_at_stop") or []
+    stop_note = (f", {len(at_stop)} changed by the {vs.get('commits_waiting_at_stop')} commits that waited on the "
+                 "block and completed during the shutdown (the copied files are byte-identical)" if at_stop else "")
     if vs.get("mode") == "tables":
         tp = ", ".join(f"{k}: {v}" for k, v in vs.get("tpcc", {}).items()) or "no tpcc schema"
-        print(f"  {vs.get('tables')} InnoDB tables checksummed, all equal; TPC-C checks: {tp}")
+        print(f"  {vs.get('tables')} InnoDB tables checksummed, {vs.get('tables', 0) - len(at_stop)} equal"
+              f"{stop_note}; TPC-C checks: {tp}")
     elif vs.get("mode") == "sample":
         changed = vs.get("changed_since_start") or []
-        print(f"  {vs.get('tables')} InnoDB tables sampled, {vs.get('tables', 0) - len(changed)} equal"
-              + (f", {len(changed)} changed by clients since the start" if changed else ""))
+        print(f"  {vs.get('tables')} InnoDB tables sampled, {vs.get('tables', 0) - len(changed) - len(at_stop)} equal"
+              + (f", {len(changed)} changed by clients since the start" if changed else "") + stop_note)
 
 
 def cmd_status(args) -> int:

@@ -260,8 +260,8 @@ class Executor:
         device: most of the downtime.  With commits blocked the clients stop dirtying pages (each holds at most
         one transaction waiting at its commit), the flush (``preflush``, at most ``QUIESCE_FLUSH_S``) empties the
         pool's dirty list, and one more online pass copies what it wrote.  Writes stay blocked that much longer;
-        the server stays up.  Measured at W=40, four TPC-C terminals: unavailable 1.08 s instead of 3.2-3.5 s, writes
-        blocked 6.1 s.  Skipped without a pre-copy in memory (a resumed move), without the saved settings, and for
+        the server stays up.  Measured at W=40, four TPC-C terminals: unavailable 0.68 s instead of 3.2-3.5 s, writes
+        blocked 6.0 s.  Skipped without a pre-copy in memory (a resumed move), without the saved settings, and for
         components without page files (``PAGE_FILE_COMPONENTS``).
         """
         if not self.plan.precopy or self._precopy is None or saved is None or self._lock_conn is None:

@@ -26,7 +26,7 @@ verified copy let the next pass of an online pre-copy rewrite only the blocks th
 changed (rsync's rolling-free block check at fixed offsets: InnoDB writes pages in
 place), and read back only those.  While the server is stopped, a changed tablespace
 need not even be read where its pages are older than the checkpoint LSN the last pass
-began with (``stale_blocks``): only their 8-byte page headers are.
+began with (``stale_pages``): only their 8-byte page headers are.
 
 Two passes make the online pre-copy work (as rsync's quick check, with git's
 "racily clean" rule): ``copy_tree(..., previous=manifest_of_the_precopy)`` skips a
@@ -109,7 +109,7 @@ class Manifest:
     # restart of the mover has none, so it copies changed files whole)
     blocks: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
     # rel -> per block, the checkpoint LSN read before the pass that last read that block (memory only too):
-    # a pass that reads only some blocks of a file (stale_blocks) moves only their floors
+    # a pass that reads only some blocks of a file (stale_pages) moves only their floors
     floors: dict[str, array] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -345,7 +345,7 @@ def _copy_stale_blocks(sfd: int, dfd: int, start: int, end: int, progress: Progr
     """Like ``_copy_piece`` with ``old``, but only the blocks in ``stale`` are read; the rest keep their digests.
 
     For a file whose blocks outside ``stale`` provably have not been written since the pass
-    that copied them (``stale_blocks``, ``redo_stale_blocks``).  Runs of consecutive stale
+    that copied them (``stale_pages``, ``redo_stale_blocks``).  Runs of consecutive stale
     blocks are read in large reads (up to ``BUFFER``) into this thread's buffer, hashed
     there and written from it (so also while the server writes).
 
@@ -489,8 +489,9 @@ def _lsn_pages(fd: int, page_size: int) -> bool:
 TABLESPACE_NAME = re.compile(r"(^|/)(ibdata\d+|undo\d+|[^/]+\.ibd)$")  # files made of LSN-stamped pages
 
 
-def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int | array, old_blocks: int) -> frozenset[int]:
-    """Blocks of a tablespace that may differ from the copy made after ``lsn_floor`` was read.
+def stale_pages(fd: int, size: int, page_size: int, lsn_floor: int | array, old_blocks: int) -> dict[int, int]:
+    """Stale blocks of a tablespace, each with the bit mask of its stale pages (all bits: read it whole): what may
+    differ from the copy made after ``lsn_floor`` was read.
 
     ``lsn_floor`` is the server's last checkpoint LSN, read before the pass that copied the
     file began.  Every page the server writes afterwards was dirty then or later, so it
@@ -507,12 +508,6 @@ def stale_blocks(fd: int, size: int, page_size: int, lsn_floor: int | array, old
     a concurrent write may show the old LSN, but that write stamps an LSN at or above every
     floor read before it, so the next pass, or the offline delta, finds the block stale
     (its floor did not move, as it was not read).
-    """
-    return frozenset(stale_pages(fd, size, page_size, lsn_floor, old_blocks))
-
-
-def stale_pages(fd: int, size: int, page_size: int, lsn_floor: int | array, old_blocks: int) -> dict[int, int]:
-    """``stale_blocks`` page by page: stale block -> bit mask of its stale pages (all bits: read it whole).
 
     Block 0, the blocks the earlier copy did not have and every block of a file whose pages
     carry no LSN header are whole; elsewhere a bit is set for each page at or above its
@@ -762,7 +757,7 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
     ``old`` (the block digests of the target as verified earlier) only changed blocks are
     rewritten.  With ``pool`` the file's pieces are copied in parallel.  ``lsn_skip``, only
     with ``old``: ``("pages", page size, LSN floor(s))`` for a tablespace, blocks whose
-    pages are all older than their floor are not even read (``stale_blocks``, online too);
+    pages are all older than their floor are not even read (``stale_pages``, online too);
     ``("redo", flushed LSN floor, current LSN or None when stopped)`` for a 10.8+ redo log,
     only the blocks of the LSNs written since are (``redo_stale_blocks``).  ``stable``: the
     server is stopped (kept for callers; the bytes always go through this thread's buffer,
@@ -787,8 +782,7 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
                 by_page = pages_from_target and lsn_skip[0] == "pages"
                 stale = (redo_stale_blocks(sfd, st.st_size, lsn_skip[1], len(old) // 16, lsn_skip[2])
                          if lsn_skip[0] == "redo"
-                         else stale_pages(sfd, st.st_size, lsn_skip[1], lsn_skip[2], len(old) // 16) if by_page
-                         else stale_blocks(sfd, st.st_size, lsn_skip[1], lsn_skip[2], len(old) // 16))
+                         else stale_pages(sfd, st.st_size, lsn_skip[1], lsn_skip[2], len(old) // 16))
                 tfd = os.open(dst, os.O_RDONLY | os.O_NOFOLLOW) if by_page else None
                 if lsn_skip[0] == "pages":  # scattered pages: no read-ahead around them, all of them asked for at once
                     os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_RANDOM)
@@ -910,7 +904,7 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
     this pass began, recorded with every file read; ``log_now``: its current LSN read with
     them (online).  ``page_size`` (with ``previous``): a changed tablespace whose previous
     copy has LSN floors is read only where its pages are not older than their block's floor
-    (``stale_blocks``), a redo log only where the LSNs logged since its log floor lie
+    (``stale_pages``), a redo log only where the LSNs logged since its log floor lie
     (``redo_stale_blocks``).  ``stable``: nothing writes to the source during this call
     (server stopped), so a redo log's end LSN is final (its checkpoint block says it).
     """
@@ -1007,7 +1001,7 @@ def _skip_rule(rel: str, st: os.stat_result, prev: FileRecord | None, old: bytes
     earlier copy has block digests and LSN floors.  A redo log's rule takes its end LSN
     from the checkpoint of a ``stopped`` server, or online from ``log_now`` (the current
     LSN read before the pass); without either it is read whole.  A tablespace's rule holds
-    online as well (``stale_blocks``).
+    online as well (``stale_pages``).
     """
     if old is None or not page_size or prev is None or prev.ino != st.st_ino:
         return None

@@ -154,7 +154,7 @@ class Executor:
 
         A pass re-reads the files whose size/mtime/ctime changed, and of a tablespace only the
         64 KiB blocks with a page at or above the LSN floor of the pass that last read them
-        (copy.stale_blocks; onto memory or DAX only those pages); it rewrites only the blocks
+        (copy.stale_pages; onto memory or DAX only those pages); it rewrites only the blocks
         whose digest changed.  Passes stop (``_converged``) when one takes less than
         ``PRECOPY_ENOUGH_S`` or is not ``PRECOPY_SHRINK`` faster than the one before (the write
         rate keeps the delta where it is), or after ``PRECOPY_MAX_PASSES``.  Then the dirty pages
@@ -196,7 +196,7 @@ class Executor:
         total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
         what = "pre-copy (server running)" if n == 1 else f"pre-copy pass {n}: changed blocks"
         began = time.time()
-        floor, log_floor, log_now = self._lsns()  # before the pass reads anything (copy.stale_blocks)
+        floor, log_floor, log_now = self._lsns()  # before the pass reads anything (copy.stale_pages)
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=manifest,
                                  progress=self.progress(what, total),
                                  after_file=self._mid("PRECOPY") if n == 1 else None, verify=True,
@@ -226,7 +226,7 @@ class Executor:
                 if self.plan.verify != "files":
                     data["read_lock_at"] = time.time()
                     self._checksum_under_read_lock(data)
-                    self._last_pass_under_the_block(data, saved)
+                    self._last_pass_under_the_block(data)
                 crash_point("SHUTDOWN:mid")
                 self.echo(f"stopping {self.control.describe()} ({self.plan.shutdown_mode} shutdown)")
                 if self._lock_conn is not None:
@@ -251,7 +251,7 @@ class Executor:
         except Exception:  # noqa: BLE001 - unknown: the check after the start then treats a difference as damage
             return -1
 
-    def _last_pass_under_the_block(self, data: dict[str, Any], saved: dict[str, str] | None) -> None:
+    def _last_pass_under_the_block(self, data: dict[str, Any]) -> None:
         """Pre-copied move, commits already blocked for the sample: flush the dirty pages and copy them while reads
         are still served, so the shutdown has nearly nothing to write and the offline delta nearly nothing to read.
 
@@ -261,25 +261,24 @@ class Executor:
         one transaction waiting at its commit), the flush (``preflush``, at most ``QUIESCE_FLUSH_S``) empties the
         pool's dirty list, and one more online pass copies what it wrote.  Writes stay blocked that much longer;
         the server stays up.  Measured at W=40, four TPC-C terminals: unavailable 0.68 s instead of 3.2-3.5 s, writes
-        blocked 6.0 s.  Skipped without a pre-copy in memory (a resumed move), without the saved settings, and for
+        blocked 6.0 s.  Skipped without a pre-copy in memory (a resumed move), when the flush cannot run, and for
         components without page files (``PAGE_FILE_COMPONENTS``).
         """
-        if not self.plan.precopy or self._precopy is None or saved is None or self._lock_conn is None:
+        if not self.plan.precopy or self._precopy is None or self._lock_conn is None:
             return
         if self.plan.component not in PAGE_FILE_COMPONENTS:
             # the dirty pages are not in the moved files: the offline delta has nothing of theirs to read, and
             # blocking writes ~3 s to shorten the stop by ~0.25 s (measured on the redo log) is a poor trade
             return
         t0 = time.monotonic()
-        try:
-            flushed = preflush.flush(self.plan.connection_spec(), saved, int(self.plan.server["page_size"]),
-                                     QUIESCE_FLUSH_S, echo=self.echo)
-        except Exception as exc:  # noqa: BLE001 - only time is at stake: the shutdown flushes what is left
-            data["last_pass"] = {"skipped": str(exc)}
+        flushed: dict[str, Any] = {}
+        self._preflush(flushed, QUIESCE_FLUSH_S)
+        if "skipped" in flushed["preflush"]:  # only time is at stake: the shutdown flushes what is left
+            data["last_pass"] = flushed["preflush"]
             return
         n = len((self.journal.data("PRECOPY") or {}).get("passes") or []) + 1
         self._precopy, st = self._precopy_pass(n, self._precopy, int(self.plan.server["page_size"]))
-        data["last_pass"] = {"flush": flushed.to_dict(), "pass": st, "seconds": round(time.monotonic() - t0, 3)}
+        data["last_pass"] = {"flush": flushed["preflush"], "pass": st, "seconds": round(time.monotonic() - t0, 3)}
 
     def _preflush(self, data: dict[str, Any], limit_s: float = preflush.LIMIT_S) -> dict[str, str] | None:
         """Flush dirty pages at full speed while the server serves (``preflush``); the settings to restore.

@@ -372,6 +372,13 @@ def main() -> int:
     # client write counted yet (2 of 8 moves at W=40), which halts the move: see the mover's notes
     ap.add_argument("--verify", default="files", help="the moves' --verify (files, sample, tables)")
     args = ap.parse_args()
+    caches = [c.strip() for c in args.cache.split(",") if c.strip()]
+    if not caches or set(caches) - {"warm", "cold"}:
+        ap.error(f"--cache {args.cache!r} is not valid; give warm, cold or warm,cold")
+    if args.move_repeat < 1 or args.repeat < 1:
+        ap.error("--repeat and --move-repeat take 1 or more")
+    if args.verify not in ("files", "sample", "tables"):
+        ap.error(f"--verify {args.verify!r} is not valid; give files, sample or tables")
     VERIFY["mode"] = args.verify
     if os.geteuid() != 0:
         print("move_bench: run as root (it mounts a tmpfs)", file=sys.stderr)
@@ -394,7 +401,7 @@ def main() -> int:
         comps = [c.strip() for c in args.components.split(",") if c.strip()]
         if not args.no_copy:
             print(f"load average before the copy test: {loadavg()}")
-            for cache in [c.strip() for c in args.cache.split(",") if c.strip()]:
+            for cache in caches:
                 cold = cache == "cold"
                 report_ratio("datadir", copy_ratio(sb.datadir, str(tier), args.repeat, None, args.copy_workers,
                                                    cold), args.repeat)

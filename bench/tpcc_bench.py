@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tuner.core.errors import InnotierError  # noqa: E402
 from tuner.tpcc import compare  # noqa: E402
 from tuner.tpcc.tpcc_compare_cli import add_arguments, spec_from_args  # noqa: E402
 
@@ -33,8 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(ap)
     ap.set_defaults(big_clients=512)
     args = ap.parse_args(argv)
-    spec = spec_from_args(args)
-    print("\n".join(compare.plan(spec)), flush=True)
+    try:
+        spec = spec_from_args(args)
+        steps = compare.plan(spec)
+    except InnotierError as exc:  # bad input: one line, nothing started
+        print(f"tpcc_bench: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(steps), flush=True)
     if args.plan:
         return 0
     result = compare.run(spec, say=lambda line: print(line, flush=True))

@@ -20,8 +20,11 @@ def test_rounds_rotate_so_no_driver_always_goes_first_or_follows_the_same_one():
     assert len(followers) > len(entries) - 1  # the same pairs do not repeat every round
 
 
-def test_plan_states_the_protocol_and_the_missing_peers():
-    spec = compare.CompareSpec(clients=[8, 32], rounds=3, warmup=10, duration=30, peers={"go-tpc": "/x/go-tpc"})
+def test_plan_states_the_protocol_and_the_missing_peers(tmp_path):
+    go_tpc = tmp_path / "go-tpc"  # the plan checks that a peer's path is the tool: an executable of its name
+    go_tpc.write_text("#!/bin/sh\n")
+    go_tpc.chmod(0o755)
+    spec = compare.CompareSpec(clients=[8, 32], rounds=3, warmup=10, duration=30, peers={"go-tpc": str(go_tpc)})
     text = "\n".join(compare.plan(spec))
     assert "ANALYZE TABLE" in text and "priming run" in text and "fresh sandbox cmp-go-tpc" in text
     assert "Unix socket (a labelled row)" in text
@@ -38,6 +41,21 @@ def test_plan_states_the_protocol_and_the_missing_peers():
 def test_bad_specs_are_refused(kw, message):
     with pytest.raises(UsageError, match=message):
         compare.CompareSpec(**kw).validate()
+
+
+def test_a_peer_path_that_is_not_the_tool_is_refused_before_any_server_is_made(tmp_path):
+    from tuner.core.errors import ToolMissing
+
+    with pytest.raises(ToolMissing, match="is not go-tpc nor a directory holding it"):
+        compare.CompareSpec(peers={"go-tpc": str(tmp_path / "nope")}).validate()
+
+
+def test_client_counts_that_are_not_numbers_are_a_usage_error():
+    from tuner.tpcc.tpcc_compare_cli import parse_clients
+
+    assert parse_clients("8, 32,") == [8, 32]
+    with pytest.raises(UsageError, match="--clients 'abc' is not valid"):
+        parse_clients("abc")
 
 
 def test_render_says_why_a_check_failed():

@@ -95,9 +95,11 @@ class CompareSpec:
             raise UsageError(f"--warehouses {self.warehouses} is not valid; give 1 or more")
         if self.duration < 10:
             raise UsageError(f"--duration {self.duration:g} is too short for the measuring window; give 10 s or more")
-        for name in self.peers:
+        for name, path in self.peers.items():
             if name not in PEERS:
                 raise UsageError(f"unknown peer {name!r}; use {', '.join(PEERS)}")
+            if path:
+                adapters.get(name).find_tool(path)  # a wrong path fails here, before any server is made
         return self
 
     def entries(self) -> list[Entry]:

@@ -7,6 +7,7 @@ import sys
 
 from tuner.core.cliutil import print_json
 from tuner.core.durable import write_json_atomic
+from tuner.core.errors import UsageError
 from tuner.tpcc import compare
 
 SHORT = {"warmup": 20.0, "duration": 60.0, "priming": 20.0}
@@ -34,10 +35,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="also write the result as JSON to FILE")
 
 
+def parse_clients(text: str) -> list[int]:
+    """``8,32`` -> [8, 32]; anything else is a one-line usage error."""
+    try:
+        return [int(c) for c in text.split(",") if c.strip()]
+    except ValueError:
+        raise UsageError(f"--clients {text!r} is not valid; give comma-separated whole numbers, e.g. 8,32") from None
+
+
 def spec_from_args(args: argparse.Namespace) -> compare.CompareSpec:
     base = LONG if args.long else SHORT
     return compare.CompareSpec(
-        clients=[int(c) for c in args.clients.split(",") if c.strip()], rounds=args.rounds,
+        clients=parse_clients(args.clients), rounds=args.rounds,
         warmup=args.warmup if args.warmup is not None else base["warmup"],
         duration=args.duration if args.duration is not None else base["duration"],
         priming=args.priming if args.priming is not None else base["priming"],

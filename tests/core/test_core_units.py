@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tuner.core.errors import UsageError
-from tuner.core.units import format_duration, format_size, human_size, parse_page_size, parse_size
+from tuner.core.units import format_duration, format_size, human_size, parse_duration, parse_page_size, parse_size
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -60,3 +62,23 @@ def test_parse_page_size_refuses(text):
 def test_format_duration(seconds, spaced, compact):
     assert format_duration(seconds) == spaced
     assert format_duration(seconds, compact=True) == compact
+
+
+@pytest.mark.parametrize("text, expected", [
+    (30, 30.0), (1.5, 1.5), ("30", 30.0), ("30s", 30.0), ("30 sec", 30.0), ("500ms", 0.5), ("5ms", 0.005),
+    ("5m", 300.0), ("5min", 300.0), ("1.5h", 5400.0), (" 2H ", 7200.0),
+])
+def test_parse_duration(text, expected):
+    assert parse_duration(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("soon", "'soon' is not a duration; write it like 500ms, 30s, 5m or 1.5h"),
+    ("-5s", "is not a duration; it is negative"),
+    (-3, "is negative"),
+    (True, "is not a duration"),
+    ("5d", "is not a duration"),
+])
+def test_parse_duration_refuses_with_the_fix(text, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        parse_duration(text, "--interval")

@@ -1,4 +1,5 @@
-"""Sizes: parse 4k / 512M / 1G / 1.5GiB / 4096 into bytes, and format them back."""
+"""Sizes and durations: parse 4k / 512M / 1G / 1.5GiB / 4096 into bytes and 500ms / 30s / 5m / 1.5h into
+seconds, and format them back."""
 
 from __future__ import annotations
 
@@ -73,6 +74,31 @@ def parse_page_size(text: str | int) -> int:
     if n not in PAGE_SIZES:
         raise UsageError(f"page size {text!r} is not valid; InnoDB accepts 4k, 8k, 16k, 32k or 64k")
     return n
+
+
+_DURATION_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|sec|s|min|m|h)?\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str | int | float, what: str = "duration") -> float:
+    """Seconds from ``500ms``, ``30``, ``30s``, ``5m``, ``5min``, ``1.5h`` (a bare number is seconds).
+
+    The one grammar for every duration a user writes (options, spec files, intervals); callers
+    add their own bounds.
+    """
+    if isinstance(text, bool):
+        raise UsageError(f"{what} {text!r} is not a duration; write it like 30s, 5m or 1.5h")
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise UsageError(f"{what} {text} is negative; give a duration like 30s or 5m")
+        return float(text)
+    s = str(text).strip()
+    m = _DURATION_RE.match(s)
+    if not m:
+        hint = "; it is negative" if s.startswith("-") else ""
+        raise UsageError(f"{what} {s!r} is not a duration{hint}; write it like 500ms, 30s, 5m or 1.5h")
+    unit = m.group(2).lower() if m.group(2) else None
+    return float(m.group(1)) * _DURATION_UNITS[unit]
 
 
 def format_duration(seconds: float, compact: bool = False) -> str:

@@ -1,0 +1,166 @@
+"""One file's copy: durable, sparse where the source really is, in parallel pieces, and hashed as written.
+
+Every byte of the source is read, holes included: a range is left unwritten (a hole on the
+target) only where the file system's extent map says it is a hole *and* the bytes read there
+are zeros, so a wrong ``SEEK_DATA`` answer can never turn data into zeros, offline or online
+(where the server may also write into a hole after the map was read).  The bytes are read into
+this thread's buffer, hashed there and written from it, so the bytes hashed are the bytes
+written even while the server writes; one fsync per file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from datadir_mover.move.copy.blocks import (BLOCK, DIGEST, Progress, Range, block_digest, chunk_buffer, chunks,
+                                            combine, digests_of, pieces, read_chunk, run_all, write_all,
+                                            zero_digest)
+from datadir_mover.move.copy.delta import SkipRule, copy_stale_blocks, prefetch, read_blocks
+from datadir_mover.move.copy.pages import PageRule
+
+
+@dataclass
+class FileCopy:
+    """What one file's copy did: the source's stat and block digests, the ranges written to the target."""
+
+    st: os.stat_result
+    blocks: bytes
+    written: list[Range]
+    delta: bool  # only changed blocks were written (the rest was verified earlier)
+    read_blocks: frozenset[int] | None = None  # the blocks read from the source (None: all of them)
+
+    @property
+    def digest(self) -> str:
+        return combine(self.blocks, self.st.st_size)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(b - a for a, b in self.written)
+
+
+def copy_piece(sfd: int, dfd: int, start: int, end: int, progress: Progress | None,
+               old: bytes | None = None) -> tuple[bytes, list[Range]]:
+    """Copy [start, end) from sfd to dfd; (block digests of the range, ranges written).
+
+    Without ``old`` (a new target) the data is written, holes are not (see the module
+    docstring).  With ``old`` (the block digests of the target's verified copy) only the
+    blocks whose digest changed are written, whole.
+    """
+    view = chunk_buffer()
+    digests: list[bytes] = []
+    written: list[Range] = []
+    for c, ce, extents in chunks(sfd, start, end):
+        data = read_chunk(sfd, view, c, ce)
+        blocks = digests_of(data, ce - c)
+        if old is None:
+            ranges = extents + _nonzero_gaps(data, c, ce, extents)
+        else:
+            first = c // BLOCK
+            ranges = [(c + i * BLOCK, min(c + (i + 1) * BLOCK, ce)) for i, d in enumerate(blocks)
+                      if old[(first + i) * DIGEST:(first + i + 1) * DIGEST] != d]
+        for a, b in ranges:
+            write_all(dfd, data[a - c:b - c], a)
+        written += sorted(ranges)
+        digests += blocks
+        if progress:
+            progress(ce - c)
+    return b"".join(digests), written
+
+
+def _nonzero_gaps(data, c: int, ce: int, extents: list[Range]) -> list[Range]:
+    """The ranges of the chunk at ``c`` outside its data extents whose bytes are not all zeros: data all the same."""
+    gaps, pos = [], c
+    for a, b in extents + [(ce, ce)]:
+        if a > pos and block_digest(data[pos - c:a - c]) != zero_digest(a - pos):
+            gaps.append((pos, a))
+        pos = b
+    return gaps
+
+
+def copy_file(src: str, dst: str, progress: Progress | None = None, pool: ThreadPoolExecutor | None = None,
+              old: bytes | None = None, rule: SkipRule | None = None, pages_from_target: bool = False) -> FileCopy:
+    """Copy one regular file, keep owner/mode/mtime, fsync.
+
+    Without ``old`` the target is created anew; with ``old`` (the block digests of the
+    target as verified earlier) only changed blocks are rewritten.  With ``pool`` the file's
+    pieces are copied in parallel.  ``rule``, only with ``old``: the blocks it proves unchanged
+    are not even read (``delta``).  ``pages_from_target`` (a ``PageRule``, the target on memory
+    or DAX, where a read costs a copy in memory): a block with only some stale pages reads just
+    those from the source and the rest from the target.
+    """
+    sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(sfd)
+        os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_CREAT | os.O_TRUNC if old is None else 0)
+        dfd = os.open(dst, flags, 0o600)
+        try:
+            if old is not None:
+                old = old[: -(-st.st_size // BLOCK) * DIGEST]  # the file may have shrunk or grown
+            os.ftruncate(dfd, st.st_size)  # holes stay holes: only data is written below
+            if old is None:
+                _preallocate_like(dfd, st)
+            if old is not None and rule is not None:
+                parts, read = _copy_delta(sfd, dfd, dst, st, progress, pool, old, rule, pages_from_target)
+            else:
+                read = None
+                parts = run_all(pool, copy_piece, [(sfd, dfd, a, b, progress, old) for a, b in pieces(st.st_size)])
+            _keep_metadata_fd(dfd, st)
+            os.fsync(dfd)
+            os.posix_fadvise(dfd, 0, 0, os.POSIX_FADV_DONTNEED)  # written and durable: leave the cache to others
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
+    return FileCopy(st, b"".join(p[0] for p in parts), [r for p in parts for r in p[1]], old is not None, read)
+
+
+def _copy_delta(sfd: int, dfd: int, dst: str, st: os.stat_result, progress: Progress | None,
+                pool: ThreadPoolExecutor | None, old: bytes, rule: SkipRule,
+                pages_from_target: bool) -> tuple[list, frozenset[int]]:
+    """The stale blocks of a changed file copied: (parts, blocks read)."""
+    by_page = pages_from_target and isinstance(rule, PageRule)
+    stale = rule.stale(sfd, st.st_size, len(old) // DIGEST)
+    if not by_page:
+        stale = stale.in_whole_blocks()
+    tfd = os.open(dst, os.O_RDONLY | os.O_NOFOLLOW) if by_page else None
+    try:
+        if isinstance(rule, PageRule):  # scattered pages: no read-ahead around them, all of them asked for at once
+            os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_RANDOM)
+            prefetch(sfd, stale, st.st_size)
+        parts = run_all(pool, copy_stale_blocks, [(sfd, dfd, a, b, progress, old, stale, tfd)
+                                                  for a, b in pieces(st.st_size)])
+    finally:
+        if tfd is not None:
+            os.close(tfd)
+    return parts, read_blocks(stale, st.st_size, len(old) // DIGEST)
+
+
+def _keep_metadata_fd(fd: int, st: os.stat_result) -> None:
+    os.fchown(fd, st.st_uid, st.st_gid)
+    os.fchmod(fd, stat.S_IMODE(st.st_mode))
+    os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _preallocate_like(dfd: int, st: os.stat_result) -> None:
+    """Allocate the whole target when the source is allocated whole (no holes), as the server had it.
+
+    InnoDB preallocates its files (a new redo log, a tablespace's extension) with fallocate(2):
+    unwritten extents read as zeros and ``SEEK_DATA`` reports them as holes unless their pages
+    are cached, so a copy of data extents alone would leave a sparse redo log whose every later
+    write allocates blocks.  A source with as many allocated bytes as its length is allocated
+    alike on the target (tmpfs included: the server would have allocated it there too); a sparse
+    source (page compression's punched holes) stays sparse.  A file system without fallocate
+    (ramfs) keeps the holes.
+    """
+    if st.st_size == 0 or st.st_blocks * 512 < st.st_size:
+        return
+    try:
+        os.posix_fallocate(dfd, 0, st.st_size)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise

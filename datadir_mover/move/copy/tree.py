@@ -1,0 +1,280 @@
+"""The tree copy and its verification: every entry of a tree copied, each copy read back before it is trusted.
+
+Every copied file is fsynced, then every directory it lives in (so the names are durable
+too); ownership, mode and modification time are kept.  Small files are copied whole, several
+at a time; large ones in parallel pieces.
+
+Two passes make the online pre-copy work (as rsync's quick check, with git's "racily clean"
+rule): ``copy_tree(..., previous=manifest_of_the_precopy)`` keeps a file's earlier copy only
+when its size, mtime, ctime and inode are the same as when the pre-copy read it, its mtime was
+at least ``RACY_MARGIN_NS`` older than that read (a write in the same clock tick as the read
+cannot be missed), the target copy is unchanged since it was verified, and the file is not one
+the server may write through a shared mapping (``redo.SERVER_MAPPED_NAME``: those are compared
+by content or LSN range on every pass).  Everything else is copied again, as a delta
+(``delta``) where the earlier copy's block digests are known.  docs/relocation.md lists what is
+trusted by stat and why.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from array import array
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from tuner.core.durable import fsync_dir
+from tuner.core.errors import MoveError
+from tuner.core.probe import mount_of
+
+from datadir_mover.move.copy.blocks import (BLOCK, DIGEST, PIECE, WORKERS, Progress, digest_file, file_blocks,
+                                            merge_into_pieces, on_memory_fs, results)
+from datadir_mover.move.copy.delta import SkipRule, floors_after, floors_of, skip_rule
+from datadir_mover.move.copy.file import FileCopy, copy_file
+from datadir_mover.move.copy.manifest import CopyStats, FileRecord, Manifest
+from datadir_mover.move.copy.redo import trusted_by_stat
+
+RACY_MARGIN_NS = 2_000_000_000  # a file modified less than 2 s before the pre-copy read it is copied again
+
+Todo = tuple[str, os.stat_result, bytes | None, SkipRule | None]  # rel, stat, old block digests, skip rule
+
+
+def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: list[tuple[str, os.stat_result]],
+              previous: Manifest | None = None, progress: Progress | None = None,
+              after_file: Callable[[str], None] | None = None, verify: bool = True,
+              workers: int = WORKERS, lsn_floor: int = 0, page_size: int = 0,
+              stable: bool = False, log_floor: int = 0, log_now: int = 0) -> tuple[Manifest, CopyStats]:
+    """Copy ``entries`` (from ``walk``) from ``source`` into ``target``; with ``verify`` read each copy back.
+
+    ``target`` must exist.  With ``previous`` (the pre-copy's manifest) unchanged files
+    are kept and target files whose source entry is gone are removed.  Without
+    ``verify`` the caller runs ``verify_tree`` (the mover's VERIFY step).  ``workers``
+    pieces are in flight at once.  ``lsn_floor`` and ``log_floor``: the server's checkpoint
+    and flushed LSNs read before this pass began, recorded with every file read; ``log_now``:
+    its current LSN read with them (online).  ``page_size`` (with ``previous``): a changed
+    file is read only where its skip rule says it may differ (``delta.skip_rule``).
+    ``stable``: nothing writes to the source during this call (server stopped), so a redo
+    log's end LSN is final (its checkpoint block says it).
+    """
+    t0 = time.monotonic()
+    src, dst = Path(source), Path(target)
+    manifest = Manifest(str(src), str(dst))
+    stats = CopyStats()
+    dirs: list[tuple[str, os.stat_result]] = []
+    todo: list[Todo] = []
+    earlier: dict[str, array] = {}  # rel -> per-block floors of the previous copy (changed files)
+    for rel, st in entries:
+        if stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            manifest.records[rel] = _place_entry(src, dst, rel, st)
+            if stat.S_ISDIR(st.st_mode):
+                dirs.append((rel, st))
+            continue
+        prev = previous.records.get(rel) if previous else None
+        if prev is not None and _unchanged_since(prev, st, dst):
+            _keep(manifest, previous, prev, stats, progress)
+            continue
+        old = previous.blocks.get(rel) if prev is not None and _target_intact(prev, dst) else None
+        floors = floors_of(previous, prev) if old is not None else None  # only for the same file (see skip_rule)
+        todo.append((rel, st, old, skip_rule(rel, st, prev, old, page_size, floors, stable, log_now)))
+        if floors is not None:
+            earlier[rel] = floors
+    for rec, fc in _copy_files(src, dst, todo, progress, after_file, verify, workers):
+        rec.lsn_floor, rec.log_floor = lsn_floor, log_floor
+        manifest.records[rec.rel] = rec
+        manifest.blocks[rec.rel] = fc.blocks
+        manifest.floors[rec.rel] = floors_after(fc.st.st_size, fc.read_blocks, earlier.get(rec.rel), lsn_floor)
+        rec.lsn_floor = min(manifest.floors[rec.rel], default=lsn_floor)  # the file's floor: its oldest block's
+        stats.files_copied += 1
+        stats.bytes_copied += fc.bytes_written
+        stats.files_delta += int(fc.delta)
+    if previous is not None:
+        stats.files_removed = _remove_vanished(dst, previous, manifest)
+    _sync_dirs(dst, dirs)
+    stats.seconds = time.monotonic() - t0
+    return manifest, stats
+
+
+def _place_entry(src: Path, dst: Path, rel: str, st: os.stat_result) -> FileRecord:
+    """Make a directory or a symlink on the target as the source has it; its record."""
+    d_path = dst / rel
+    if stat.S_ISDIR(st.st_mode):
+        d_path.mkdir(exist_ok=True)
+        os.chown(d_path, st.st_uid, st.st_gid, follow_symlinks=False)
+        os.chmod(d_path, stat.S_IMODE(st.st_mode))
+        return FileRecord.of(rel, "dir", st, verified=True)
+    link = os.readlink(src / rel)
+    if d_path.is_symlink() or d_path.exists():
+        d_path.unlink()
+    os.symlink(link, d_path)
+    os.chown(d_path, st.st_uid, st.st_gid, follow_symlinks=False)
+    return FileRecord.of(rel, "symlink", st, link=link, verified=True)
+
+
+def _keep(manifest: Manifest, previous: Manifest, prev: FileRecord, stats: CopyStats,
+          progress: Progress | None) -> None:
+    """Keep the pre-copy's verified copy of an unchanged file."""
+    manifest.records[prev.rel] = prev
+    if prev.rel in previous.blocks:
+        manifest.blocks[prev.rel] = previous.blocks[prev.rel]
+    if prev.rel in previous.floors:
+        manifest.floors[prev.rel] = previous.floors[prev.rel]
+    stats.files_skipped += 1
+    stats.bytes_skipped += prev.size
+    if progress:
+        progress(prev.size)
+
+
+def _sync_dirs(dst: Path, dirs: list[tuple[str, os.stat_result]]) -> None:
+    """fsync directories deepest first (their entries are now durable), then keep their mtimes."""
+    for rel, st in sorted(dirs, key=lambda x: x[0].count("/"), reverse=True):
+        fsync_dir(dst / rel)
+        os.utime(dst / rel, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    fsync_dir(dst)
+
+
+def _unchanged_since(prev: FileRecord, st: os.stat_result, target: Path) -> bool:
+    """True when the pre-copy's verified copy of this file is still exact (see the module docstring)."""
+    if prev.kind != "file" or not prev.verified or prev.digest is None or not trusted_by_stat(prev.rel):
+        return False
+    if (prev.size, prev.mtime_ns, prev.ctime_ns, prev.ino) != (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino):
+        return False
+    if prev.mtime_ns > prev.read_at_ns - RACY_MARGIN_NS or prev.ctime_ns > prev.read_at_ns - RACY_MARGIN_NS:
+        return False  # racily clean: modified too close to the read to trust the timestamps
+    return _target_intact(prev, target)
+
+
+def _target_intact(prev: FileRecord, target: Path) -> bool:
+    """The target copy is still the one verified in the previous pass (so its block digests still hold)."""
+    if prev.kind != "file" or not prev.verified:
+        return False
+    try:
+        tst = os.lstat(target / prev.rel)
+    except FileNotFoundError:
+        return False
+    return (tst.st_mtime_ns, tst.st_ctime_ns, tst.st_ino) == (prev.target_mtime_ns, prev.target_ctime_ns,
+                                                               prev.target_ino)
+
+
+def _copy_files(src: Path, dst: Path, todo: list[Todo], progress: Progress | None,
+                after_file: Callable[[str], None] | None, verify: bool,
+                workers: int) -> list[tuple[FileRecord, FileCopy]]:
+    """Copy (and with ``verify`` read back) files: small ones whole in the pool, large ones in parallel pieces.
+
+    A delta copy (only changed blocks rewritten) is always read back at once, the
+    rewritten blocks only: the rest was read back when it was written.
+    """
+    memory = on_memory_fs(dst) if todo else False
+    by_page = memory or (bool(todo) and mount_of(dst).dax)  # a read of the target costs a memory copy
+
+    def one(rel: str, old: bytes | None, rule: SkipRule | None,
+            pool: ThreadPoolExecutor | None) -> tuple[FileRecord, FileCopy]:
+        read_at = time.time_ns()
+        fc = copy_file(str(src / rel), str(dst / rel), progress, pool, old, rule, by_page)
+        rec = FileRecord.of(rel, "file", fc.st, digest=fc.digest, read_at_ns=read_at)
+        if fc.delta:
+            _verify_ranges(dst, rec, fc, memory, pool)
+        elif verify:
+            _verify_record(dst, rec, memory, pool)
+        if after_file:
+            after_file(rel)
+        return rec, fc
+
+    large = sorted((x for x in todo if x[1].st_size > PIECE), key=lambda x: -x[1].st_size)
+    small = [x for x in todo if x[1].st_size <= PIECE]
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="innotier-copy") as pool:
+        futures = [pool.submit(one, rel, old, rule, None) for rel, _, old, rule in small]
+        done_large = []
+        try:
+            for rel, _, old, rule in large:  # pieces of one large file fill the pool while small files finish
+                done_large.append(one(rel, old, rule, pool))
+        finally:
+            done_small = results(futures)
+    return done_small + done_large
+
+
+def _verify_ranges(dst: Path, rec: FileRecord, fc: FileCopy, memory: bool,
+                   pool: ThreadPoolExecutor | None = None) -> None:
+    """Read back the blocks a delta copy rewrote and compare them with the source's; raise on a difference."""
+    p = dst / rec.rel
+    ranges = merge_into_pieces(fc.written)
+    got = file_blocks(str(p), True, pool, memory, ranges) if ranges else b""
+    want = b"".join(fc.blocks[a // BLOCK * DIGEST:-(-b // BLOCK) * DIGEST] for a, b in ranges)
+    if got != want:
+        raise MoveError(f"the blocks rewritten in the copy {p} differ from their source when read back; "
+                        "the target storage returned different data: check it (dmesg) and run the move again")
+    _mark_verified(p, rec)
+
+
+def _mark_verified(p: Path, rec: FileRecord) -> None:
+    tst = os.lstat(p)
+    rec.target_mtime_ns, rec.target_ctime_ns, rec.target_ino = tst.st_mtime_ns, tst.st_ctime_ns, tst.st_ino
+    rec.verified = True
+
+
+def _verify_record(dst: Path, rec: FileRecord, memory: bool, pool: ThreadPoolExecutor | None = None) -> None:
+    """Read one copy back from the target's medium and compare with the source digest; raise on a difference."""
+    p = dst / rec.rel
+    got = digest_file(str(p), drop_cache=True, pool=pool, memory=memory)
+    if got != rec.digest:
+        raise MoveError(f"checksum of the copy {p} ({got}) differs from its source ({rec.digest}); "
+                        "the target storage returned different data: check it (dmesg) and run the move again")
+    _mark_verified(p, rec)
+
+
+def _remove_vanished(dst: Path, previous: Manifest, current: Manifest) -> int:
+    """Remove target entries the pre-copy wrote whose source is gone (dropped tables, renamed files)."""
+    removed = 0
+    for rel in sorted(set(previous.records) - set(current.records), key=lambda r: r.count("/"), reverse=True):
+        p = dst / rel
+        try:
+            if p.is_dir() and not p.is_symlink():
+                p.rmdir()
+            else:
+                p.unlink()
+            removed += 1
+        except FileNotFoundError:
+            pass
+        except OSError:
+            pass  # a non-empty directory left: harmless, reported by verify_tree as an extra entry
+    return removed
+
+
+def verify_tree(manifest: Manifest, workers: int = WORKERS) -> None:
+    """Read every unverified copy back from the target device and compare checksums; raise on a difference."""
+    dst = Path(manifest.target)
+    todo = [r for r in manifest.records.values() if r.kind == "file" and not r.verified]
+    memory = on_memory_fs(dst) if todo else False
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="innotier-verify") as pool:
+        futures = [pool.submit(_verify_record, dst, r, memory, None) for r in todo if r.size <= PIECE]
+        try:
+            for r in sorted((r for r in todo if r.size > PIECE), key=lambda r: -r.size):
+                _verify_record(dst, r, memory, pool)
+        finally:
+            results(futures)
+
+
+def recheck_sources(manifest: Manifest) -> list[str]:
+    """Source files whose size/mtime/ctime/inode changed since they were copied (nothing may write during COPY)."""
+    changed = []
+    src = Path(manifest.source)
+    for rec in manifest.records.values():
+        if rec.kind != "file":
+            continue
+        try:
+            st = os.lstat(src / rec.rel)
+        except FileNotFoundError:
+            changed.append(rec.rel)
+            continue
+        if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (rec.size, rec.mtime_ns, rec.ctime_ns, rec.ino):
+            changed.append(rec.rel)
+    return changed
+
+
+def reverify_targets(manifest: Manifest) -> None:
+    """Re-read every target file and compare with its source digest (VERIFY after a crash or a resume)."""
+    for rec in manifest.records.values():
+        if rec.kind == "file":
+            rec.verified = False
+    verify_tree(manifest)

@@ -1,0 +1,88 @@
+"""AppArmor rules for a moved datadir (validated with apparmor_parser, applied, removed) and the SELinux commands."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from datadir_mover import apparmor
+from tuner.core.errors import MoveError
+
+MYSQLD_PROFILE = """#include <tunables/global>
+
+/usr/sbin/mysqld {
+  #include <abstractions/base>
+  #include <abstractions/nameservice>
+  #include <abstractions/mysql>
+
+  capability dac_override,
+  capability setgid,
+  capability setuid,
+  network tcp,
+
+  /etc/mysql/** r,
+  /usr/sbin/mysqld mr,
+  /var/lib/mysql/ r,
+  /var/lib/mysql/** rwk,
+  /run/mysqld/mysqld.pid rw,
+  /run/mysqld/mysqld.sock rw,
+
+  #include <local/usr.sbin.mysqld>
+}
+"""
+
+
+@pytest.fixture
+def aa_root(tmp_path):
+    root = tmp_path / "apparmor.d"
+    shutil.copytree("/etc/apparmor.d", root, symlinks=True, ignore=shutil.ignore_patterns("cache"))
+    for name in ("usr.sbin.mariadbd", "usr.sbin.mysqld"):
+        (root / name).unlink(missing_ok=True)
+    (root / "local").mkdir(exist_ok=True)
+    return root
+
+
+def test_apparmor_mysqld_profile_rules_validated_applied_removed(aa_root, tmp_path):
+    (aa_root / "usr.sbin.mysqld").write_text(MYSQLD_PROFILE)
+    (aa_root / "local" / "usr.sbin.mysqld").write_text("# site rules\n  /srv/backup/ r,\n")
+    no_aa = tmp_path / "sys"  # a kernel without AppArmor
+    no_aa.mkdir()
+    change = apparmor.plan_change(["/mnt/zram/mysql", "/mnt/my data"], "mysql", "m-1", str(aa_root), str(no_aa))
+    assert change.action == "write" and change.profile.endswith("usr.sbin.mysqld")
+    assert '  "/mnt/my data/**" rwk,' in change.rules and "  /mnt/zram/mysql/ r," in change.rules
+    apparmor.validate(change, str(aa_root))
+    apparmor.apply(change)
+    local = (aa_root / "local" / "usr.sbin.mysqld").read_text()
+    assert local.startswith("# site rules") and "# BEGIN innotier m-1" in local
+    apparmor.apply(change)  # idempotent
+    assert (aa_root / "local" / "usr.sbin.mysqld").read_text() == local
+    # the whole profile with the include parses (no kernel load)
+    r = subprocess.run(["apparmor_parser", "-Q", "-K", "--base", str(aa_root), "-I", str(aa_root),
+                        str(aa_root / "usr.sbin.mysqld")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    apparmor.remove(change)
+    assert (aa_root / "local" / "usr.sbin.mysqld").read_text() == "# site rules\n  /srv/backup/ r,\n"
+
+
+def test_apparmor_rejects_bad_rules_and_explains_empty_profile(aa_root, tmp_path):
+    (aa_root / "usr.sbin.mariadbd").write_text("# This file is intentionally empty to disable apparmor by default\n")
+    change = apparmor.plan_change(["/mnt/x"], "mariadb", "m-2", str(aa_root), str(tmp_path))
+    assert change.action == "none" and "intentionally empty" in change.reason
+    apparmor.validate(change, str(aa_root))  # rules still proven in a minimal profile
+    change.rules = change.rules.replace("rwk", "rwzz")
+    with pytest.raises(MoveError, match="apparmor_parser rejected"):
+        apparmor.validate(change, str(aa_root))
+    (aa_root / "usr.sbin.mariadbd").unlink()
+    assert apparmor.plan_change(["/mnt/x"], "mariadb", "m-3", str(aa_root), str(tmp_path)).action == "none"
+
+
+def test_selinux_commands():
+    from datadir_mover import selinux
+
+    cmds = selinux.commands("datadir", "/mnt/pm em/mysql", "tmpfs")
+    assert cmds[0] == "semanage fcontext -a -t mysqld_db_t '/mnt/pm em/mysql(/.*)?'"
+    assert cmds[1] == "restorecon -Rv '/mnt/pm em/mysql'"
+    assert "context=system_u:object_r:mysqld_db_t:s0" in cmds[2]
+    assert selinux.commands("tmpdir", "/x")[0].startswith("semanage fcontext -a -t mysqld_tmp_t")

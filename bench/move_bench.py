@@ -14,8 +14,7 @@ What it does (root: it mounts a tmpfs):
    stopped files (read into a buffer, xxh3 block digests, write, fsync, read-back from the target's
    medium) against ``cp -a`` of the same files to the same tmpfs, with the page cache warm for
    both and (``--cache``) with the source's pages dropped before every run, as at a size larger
-   than memory; run alternately in rotated order, median of ``--repeat``; and the mover's online
-   (buffered) path once;
+   than memory; run alternately in rotated order, median of ``--repeat``;
 3. for each component (whole datadir, redo only): ``--move-repeat`` moves to the tmpfs with an offline
    copy and as many with the online pre-copy (rotated order), each while the built-in TPC-C driver runs (``--clients``
    terminals that reconnect through the restart and count the transactions that fail meanwhile
@@ -251,7 +250,7 @@ def drop_source_cache(files: list[Path]) -> None:
 
 def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None, workers: int = WORKERS,
                cold: bool = False) -> dict[str, float]:
-    """Seconds (median) of the mover's stopped-source copy and of cp -a, run alternately; the online path once.
+    """Seconds (median) of the mover's stopped-source copy and of cp -a, run alternately.
 
     ``cold``: the source's pages are evicted before every run (of both), so both read the device, as a copy
     of a datadir larger than memory does; otherwise the page cache is warmed once and stays warm.
@@ -263,13 +262,13 @@ def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None, worker
     entries = walk(src, [only]) if only else walk(src)
     ours, cp = [], []
 
-    def run_ours(i: int, stable: bool) -> float:
+    def run_ours(i: int) -> float:
         d = Path(tier, f"ours-{i}")
         d.mkdir()
         if cold:
             drop_source_cache(files)
         t0 = time.monotonic()
-        copy_tree(src, d, entries, verify=True, stable=stable, workers=workers)
+        copy_tree(src, d, entries, verify=True, stable=True, workers=workers)
         el = time.monotonic() - t0
         shutil.rmtree(d)
         return el
@@ -290,13 +289,12 @@ def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None, worker
 
     for i in range(repeat):
         if i % 2:  # rotated: neither always runs first
-            ours.append(run_ours(i, True))
+            ours.append(run_ours(i))
             cp.append(run_cp(i))
         else:
             cp.append(run_cp(i))
-            ours.append(run_ours(i, True))
-    online = run_ours(repeat, False)
-    return {"bytes": nbytes, "ours": statistics.median(ours), "cp": statistics.median(cp), "online": online,
+            ours.append(run_ours(i))
+    return {"bytes": nbytes, "ours": statistics.median(ours), "cp": statistics.median(cp),
             "ours_all": ours, "cp_all": cp, "cold": cold}
 
 
@@ -309,8 +307,6 @@ def report_ratio(label: str, r: dict[str, float], repeat: int) -> None:
           f"(runs {', '.join(f'{x:.2f}' for x in r['ours_all'])})")
     print(f"  cp -a:                                                 {r['cp']:.2f} s = {mib / r['cp']:.0f} MiB/s  "
           f"(runs {', '.join(f'{x:.2f}' for x in r['cp_all'])})")
-    print(f"  innotier online path (buffered, as in pre-copy passes): {r['online']:.2f} s = "
-          f"{mib / r['online']:.0f} MiB/s")
     print(f"  throughput ratio innotier / cp -a: {r['cp'] / r['ours']:.2f}  (load average now {loadavg()})")
 
 

@@ -9,7 +9,7 @@ change while they are read), so a sync is always one of:
   blocks commits from BACKUP STAGE BLOCK_COMMIT to the end, so the copy holds every
   transaction committed before the backup finished and none after.
 - offline (``--offline``): the server is stopped cleanly, nothing writes, and the files of
-  every InnoDB location are copied together (verified copies, see move/copy.py).
+  every InnoDB location are copied together (verified copies, see move/copy/).
 
 Layout of the backing directory (on persistent storage)::
 

@@ -66,7 +66,7 @@ def _s(v: Any) -> str:
 
 # MariaDB 10.4+: block commits without waiting for open transactions to end (FLUSH TABLES WITH READ LOCK
 # waits for every table in use, so a client inside a transaction whose next write waits on the lock
-# stalls both until a timeout: measured 130 s at W=40 with 4 TPC-C clients)
+# stalls both until a timeout; docs/relocation.md has the figures)
 SQL_BLOCK_COMMIT = ("BACKUP STAGE START", "BACKUP STAGE FLUSH", "BACKUP STAGE BLOCK_DDL", "BACKUP STAGE BLOCK_COMMIT")
 
 
@@ -179,9 +179,8 @@ def check_server(spec: ConnectionSpec, component: str, expected_dir: str,
 
     ``waiting_at_stop``: connections whose commit waited on the block when the stop began.  A
     shutdown closes every connection, the block's holder among them, and a commit granted the
-    block in that moment completes before its own connection is closed (measured: at W=40 with
-    four TPC-C terminals nearly every stop had such commits, and district and warehouse then
-    differed while every copied file was byte-identical).  Differences are then reported as
+    block in that moment completes before its own connection is closed (docs/relocation.md has
+    how often).  Differences are then reported as
     changed at the stop, not as damage, as they are when clients wrote since the start.
     """
     t0 = time.monotonic()

@@ -10,6 +10,8 @@ import pytest
 
 import mvhelpers
 
+from datadir_mover.move.copy import blocks
+from datadir_mover.move.copy import file as file_mod
 from datadir_mover.move.copy import RACY_MARGIN_NS, Manifest, copy_tree, digest_file, recheck_sources, verify_tree, walk
 from tuner.core.errors import MoveError
 
@@ -80,3 +82,63 @@ def test_manifest_round_trip(tmp_path):
     (tmp_path / "b").mkdir()
     m, _ = copy_tree(tmp_path / "a", tmp_path / "b", walk(tmp_path / "a"))
     assert Manifest.from_dict(m.to_dict()).to_dict() == m.to_dict()
+
+
+# ---------------------------------------------------------------- an extent map that lies
+
+MiB = 1 << 20
+
+
+def _lying_map(real, lo: int, hi: int):
+    """SEEK_DATA/SEEK_HOLE as ``real`` reports them, but with [lo, hi) reported as a hole."""
+
+    def extents(fd, start, end):
+        out = []
+        for a, b in real(fd, start, end):
+            out += [(a, min(b, lo))] if a < lo else []
+            out += [(max(a, hi), b)] if b > hi else []
+        return out
+
+    return extents
+
+
+def _all_data(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    (src / "ibdata1").write_bytes(os.urandom(3 * MiB))  # data everywhere, no hole
+    return src, dst
+
+
+def test_offline_copy_copies_data_the_extent_map_calls_a_hole(tmp_path, monkeypatch):
+    """Fault injected: the file system's extent map reports [1 MiB, 2 MiB) of a stopped source as a hole.  The copy
+    reads it all the same, finds it is not zeros and writes it."""
+    src, dst = _all_data(tmp_path)
+    monkeypatch.setattr(blocks, "data_extents", _lying_map(blocks.data_extents, MiB, 2 * MiB))
+    with open(src / "ibdata1", "rb") as fh:
+        assert blocks.data_extents(fh.fileno(), 0, 3 * MiB) == [(0, MiB), (2 * MiB, 3 * MiB)]
+    m, _ = copy_tree(src, dst, walk(src), stable=True)
+    assert (dst / "ibdata1").read_bytes() == (src / "ibdata1").read_bytes()
+    assert m.records["ibdata1"].verified and m.records["ibdata1"].digest == digest_file(str(src / "ibdata1"))
+
+
+def test_read_back_catches_a_copy_that_trusted_a_lying_extent_map(tmp_path, monkeypatch):
+    """Fault injected twice: the map lies, and the copy is made to believe it (the unwritten range stays a hole on the
+    target).  The source's digest is of what was read, the read-back reads the target's hole as zeros: caught."""
+    src, dst = _all_data(tmp_path)
+    monkeypatch.setattr(blocks, "data_extents", _lying_map(blocks.data_extents, MiB, 2 * MiB))
+    monkeypatch.setattr(file_mod, "_nonzero_gaps", lambda data, c, ce, extents: [])
+    with pytest.raises(MoveError, match="differs from its source"):
+        copy_tree(src, dst, walk(src), stable=True)
+
+
+def test_read_back_reads_what_the_target_map_calls_a_hole(tmp_path, monkeypatch):
+    """A flipped byte in a range the target's extent map reports as a hole is still read back, and caught."""
+    src, dst = _all_data(tmp_path)
+    m, _ = copy_tree(src, dst, walk(src), verify=False, stable=True)
+    with open(dst / "ibdata1", "r+b") as fh:
+        fh.seek(MiB + 4242)
+        fh.write(b"\xff\x00")
+    monkeypatch.setattr(blocks, "data_extents", lambda fd, start, end: [])  # "all of it is a hole"
+    with pytest.raises(MoveError, match="differs from its source"):
+        verify_tree(m)

@@ -63,7 +63,7 @@ def data_extents(fd: int, start: int, end: int) -> list[Range]:
     """(offset, end) of the data regions of an open file within [start, end); all of it without SEEK_DATA.
 
     Only a hint: a caller that leaves a range unwritten because it is a hole here checks
-    first that it reads as zeros (``tree.copy_piece``).
+    first that it reads as zeros (``file.copy_piece``).
     """
     extents: list[Range] = []
     pos = start

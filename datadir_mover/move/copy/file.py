@@ -82,15 +82,16 @@ def _nonzero_gaps(data, c: int, ce: int, extents: list[Range]) -> list[Range]:
 
 
 def copy_file(src: str, dst: str, progress: Progress | None = None, pool: ThreadPoolExecutor | None = None,
-              old: bytes | None = None, rule: SkipRule | None = None, pages_from_target: bool = False) -> FileCopy:
+              old: bytes | None = None, rule: SkipRule | None = None, target_in_memory: bool = False) -> FileCopy:
     """Copy one regular file, keep owner/mode/mtime, fsync.
 
     Without ``old`` the target is created anew; with ``old`` (the block digests of the
     target as verified earlier) only changed blocks are rewritten.  With ``pool`` the file's
     pieces are copied in parallel.  ``rule``, only with ``old``: the blocks it proves unchanged
-    are not even read (``delta``).  ``pages_from_target`` (a ``PageRule``, the target on memory
-    or DAX, where a read costs a copy in memory): a block with only some stale pages reads just
-    those from the source and the rest from the target.
+    are not even read (``delta``).  ``target_in_memory``: the target is on tmpfs, ramfs or DAX,
+    where its pages are the medium: nothing to drop from a cache, and a read of it costs a copy in
+    memory, so with a ``PageRule`` a block with only some stale pages reads just those from the
+    source and the rest from the target.
     """
     sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
     try:
@@ -102,16 +103,17 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
             if old is not None:
                 old = old[: -(-st.st_size // BLOCK) * DIGEST]  # the file may have shrunk or grown
             os.ftruncate(dfd, st.st_size)  # holes stay holes: only data is written below
-            if old is None:
-                _preallocate_like(dfd, st)
             if old is not None and rule is not None:
-                parts, read = _copy_delta(sfd, dfd, dst, st, progress, pool, old, rule, pages_from_target)
+                parts, read = _copy_delta(sfd, dfd, dst, st, progress, pool, old, rule, target_in_memory)
             else:
                 read = None
                 parts = run_all(pool, copy_piece, [(sfd, dfd, a, b, progress, old) for a, b in pieces(st.st_size)])
+            if old is None:
+                _allocate_like(dfd, st, [r for p in parts for r in p[1]])
             _keep_metadata_fd(dfd, st)
             os.fsync(dfd)
-            os.posix_fadvise(dfd, 0, 0, os.POSIX_FADV_DONTNEED)  # written and durable: leave the cache to others
+            if not target_in_memory:
+                os.posix_fadvise(dfd, 0, 0, os.POSIX_FADV_DONTNEED)  # written and durable: leave the cache to others
         finally:
             os.close(dfd)
     finally:
@@ -121,9 +123,9 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
 
 def _copy_delta(sfd: int, dfd: int, dst: str, st: os.stat_result, progress: Progress | None,
                 pool: ThreadPoolExecutor | None, old: bytes, rule: SkipRule,
-                pages_from_target: bool) -> tuple[list, frozenset[int]]:
+                target_in_memory: bool) -> tuple[list, frozenset[int]]:
     """The stale blocks of a changed file copied: (parts, blocks read)."""
-    by_page = pages_from_target and isinstance(rule, PageRule)
+    by_page = target_in_memory and isinstance(rule, PageRule)
     stale = rule.stale(sfd, st.st_size, len(old) // DIGEST)
     if not by_page:
         stale = stale.in_whole_blocks()
@@ -146,21 +148,26 @@ def _keep_metadata_fd(fd: int, st: os.stat_result) -> None:
     os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def _preallocate_like(dfd: int, st: os.stat_result) -> None:
-    """Allocate the whole target when the source is allocated whole (no holes), as the server had it.
+def _allocate_like(dfd: int, st: os.stat_result, written: list[Range]) -> None:
+    """Allocate what the copy left unwritten when the source is allocated whole (no holes), as the server had it.
 
     InnoDB preallocates its files (a new redo log, a tablespace's extension) with fallocate(2):
     unwritten extents read as zeros and ``SEEK_DATA`` reports them as holes unless their pages
-    are cached, so a copy of data extents alone would leave a sparse redo log whose every later
-    write allocates blocks.  A source with as many allocated bytes as its length is allocated
-    alike on the target (tmpfs included: the server would have allocated it there too); a sparse
-    source (page compression's punched holes) stays sparse.  A file system without fallocate
-    (ramfs) keeps the holes.
+    are cached, so a copy of the data alone would leave a sparse redo log whose every later
+    write allocates blocks.  A source with as many allocated bytes as its length gets its unwritten
+    ranges allocated on the target too (tmpfs included: the server would have allocated them there
+    too); only those, after the copy, as tmpfs clears every page it allocates.  A sparse source (page
+    compression's punched holes) stays sparse; a file system without fallocate (ramfs) keeps the holes.
     """
     if st.st_size == 0 or st.st_blocks * 512 < st.st_size:
         return
-    try:
-        os.posix_fallocate(dfd, 0, st.st_size)
-    except OSError as exc:
-        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            raise
+    pos = 0
+    for a, b in sorted(written) + [(st.st_size, st.st_size)]:
+        if a > pos:
+            try:
+                os.posix_fallocate(dfd, pos, a - pos)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise
+                return
+        pos = max(pos, b)

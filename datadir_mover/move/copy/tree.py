@@ -166,12 +166,12 @@ def _copy_files(src: Path, dst: Path, todo: list[Todo], progress: Progress | Non
     rewritten blocks only: the rest was read back when it was written.
     """
     memory = on_memory_fs(dst) if todo else False
-    by_page = memory or (bool(todo) and mount_of(dst).dax)  # a read of the target costs a memory copy
+    in_memory = memory or (bool(todo) and mount_of(dst).dax)  # the target's pages are its medium
 
     def one(rel: str, old: bytes | None, rule: SkipRule | None,
             pool: ThreadPoolExecutor | None) -> tuple[FileRecord, FileCopy]:
         read_at = time.time_ns()
-        fc = copy_file(str(src / rel), str(dst / rel), progress, pool, old, rule, by_page)
+        fc = copy_file(str(src / rel), str(dst / rel), progress, pool, old, rule, in_memory)
         rec = FileRecord.of(rel, "file", fc.st, digest=fc.digest, read_at_ns=read_at)
         if fc.delta:
             _verify_ranges(dst, rec, fc, memory, pool)

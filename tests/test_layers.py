@@ -62,8 +62,8 @@ def _copy_project(tmp_path: Path) -> Path:
     # a domain room reaching up into the application, by a relative-free absolute import at top level
     ("exporters/naming.py", "\nfrom tuner.sweep import plan as _planted_plan\n"),
     # the mover loading the workload by a string, as verify.py once did
-    ("datadir_mover/move/copy.py", "\n\ndef _planted():\n    import importlib\n"
-                                   "    return importlib.import_module('tuner.tpcc.check')\n"),
+    ("datadir_mover/move/copy/tree.py", "\n\ndef _planted():\n    import importlib\n"
+                                        "    return importlib.import_module('tuner.tpcc.check')\n"),
     # sideways between domain rooms where the doc does not allow it (profiles -> datadir_mover)
     ("profiles/diff.py", "\nfrom datadir_mover.move import copy as _planted_copy\n"),
 ])

@@ -98,7 +98,8 @@ def test_online_redo_pass_reads_the_lsns_up_to_the_current_one(tmp_path):
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("rel", ["ib_logfile0", "#innodb_redo/#ib_redo7"], ids=["mariadb-redo", "mysql-redo"])
+@pytest.mark.parametrize("rel", ["ib_logfile0", "#innodb_redo/#ib_redo7", "tc.log"],
+                         ids=["mariadb-redo", "mysql-redo", "tc-log"])
 def test_a_store_through_a_shared_mapping_is_not_hidden_by_an_unchanged_stat(mv_tiers, tmp_path, rel):
     """A store into an already faulted-in page of a MAP_SHARED mapping of a tmpfs file changes neither mtime nor ctime
     (the fault injected here, checked below); a redo log is compared by content on every pass all the same."""

@@ -148,3 +148,15 @@ def short_workload(spec, seconds: float = 3.0) -> int:
                                                       workers=1))
     assert result.complete, f"the TPC-C run did not complete: {result.failure}"
     return sum(per_op.get("commit", 0) for per_op in result.counts.values())
+
+
+def sql(spec, *statements):
+    """Run ``statements`` on one connection of ``spec``; the last one's rows (None when it returns none)."""
+    conn = spec.connect()
+    try:
+        cur = conn.cursor()
+        for s in statements:
+            cur.execute(s)
+        return cur.fetchall() if cur.with_rows else None
+    finally:
+        conn.close()

@@ -262,16 +262,9 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     placement_file = control.placement_file()
     before = _read(placement_file)
     also = {}
-    notes = list(preflight.fs_notes(comp.name, model, tier))
+    notes = _notes(comp.name, model, tier)
     if comp.name == "datadir":
-        notes += components.other_locations_inside(comp.name, model)
         also = _datadir_followers(model, source, target)
-    if comp.name == "ibdata" and model.flavor.value == "mariadb":
-        notes.append("on MariaDB the system tablespace also holds the doublewrite buffer"
-                     + (" and the undo logs (innodb_undo_tablespaces=0)" if components.undo_in_ibdata(model) else ""))
-    if comp.name == "ibdata" and model.has_doublewrite_files and not model.variables.get("innodb_doublewrite_dir"):
-        notes.append("innodb_doublewrite_dir is unset, so the doublewrite files follow innodb_data_home_dir; "
-                     "they hold nothing after a clean shutdown and are recreated there")
     after = placement.with_option(before, comp.variable, target, also)
     mode, why_mode = components.shutdown_mode(comp.name, model, request.slow_shutdown)
     aa = apparmor.plan_change([target], model.flavor.value, move_id, request.apparmor_root, request.sys_root)
@@ -313,6 +306,20 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
         request=asdict(request), notes=notes, verify=request.verify)
     plan.steps = steps_of(plan)
     return plan
+
+
+def _notes(component: str, model: ServerModel, tier) -> list[str]:
+    """What the operator should know about the target and the component (no refusal)."""
+    notes = list(preflight.fs_notes(component, model, tier))
+    if component == "datadir":
+        notes += components.other_locations_inside(component, model)
+    if component == "ibdata" and model.flavor.value == "mariadb":
+        notes.append("on MariaDB the system tablespace also holds the doublewrite buffer"
+                     + (" and the undo logs (innodb_undo_tablespaces=0)" if components.undo_in_ibdata(model) else ""))
+    if component == "ibdata" and model.has_doublewrite_files and not model.variables.get("innodb_doublewrite_dir"):
+        notes.append("innodb_doublewrite_dir is unset, so the doublewrite files follow innodb_data_home_dir; "
+                     "they hold nothing after a clean shutdown and are recreated there")
+    return notes
 
 
 def _datadir_followers(model: ServerModel, source: str, target: str) -> dict[str, str]:

@@ -14,7 +14,8 @@ Three levels (``--verify``), the file-level checksums of the copy being the proo
 manual, CHECKSUM TABLE), so equal values before shutdown and after start mean every
 row came back.  The "before" values are taken with every commit blocked (``block_writes``)
 held until the server stops, so no write can slip in between.  InnoDB's persistent
-statistics tables are left out: background statistics recalculation rewrites them.
+statistics tables are left out: background statistics recalculation rewrites them.  A table
+that differs after the start halts the move unless ``benign.py`` proves it benign.
 """
 
 from __future__ import annotations

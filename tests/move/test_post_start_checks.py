@@ -12,6 +12,8 @@ import threading
 
 import pytest
 
+import mvhelpers
+
 from datadir_mover.move import atstop, benign, sample, verify
 from datadir_mover.move.benign import Evidence, FileProof
 from datadir_mover.move.executor import MoveHalted
@@ -78,14 +80,7 @@ def test_the_journal_keeps_what_waited_and_an_old_or_failed_record_counts_as_unk
 # ---------------------------------------------------------------------------- real servers
 
 def _sql(spec, *statements):
-    conn = spec.with_database(None).connect()
-    try:
-        cur = conn.cursor()
-        for s in statements:
-            cur.execute(s)
-        return cur.fetchall() if cur.with_rows else None
-    finally:
-        conn.close()
+    return mvhelpers.sql(spec.with_database(None), *statements)
 
 
 def _schema(spec) -> None:
@@ -306,3 +301,12 @@ def test_prepared_reads_during_a_sample_move_do_not_excuse_damage(clone, mv_tier
                              "'Handler_update', 'Handler_delete')"))
     assert int(status["Com_stmt_execute"]) >= 20, status  # the statements the old rule counted as writes
     assert sum(int(status[k]) for k in ("Handler_write", "Handler_update", "Handler_delete")) == 0, status
+
+
+def test_byte_identical_is_printed_only_where_it_was_proven():
+    from datadir_mover.move_cli import proof_words
+
+    assert proof_words({"verify_server": {"file_proof": "read back"}}) == "the copied files are byte-identical"
+    assert proof_words({"verify_server": {"file_proof": "pending"}}) == "file proof pending (innotier move status)"
+    assert proof_words({"verify_server": {"file_proof": "pending"}, "proof": {"state": "passed"}}).endswith("identical")
+    assert "identical" not in proof_words({"verify_server": {"file_proof": "none"}})

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+import mvhelpers
+
 from tuner.core.errors import WorkloadError
 from tuner.tpcc import schema
 from tuner.tpcc.check import run_checks
@@ -14,15 +16,7 @@ COPY = "tpcc_corrupt"
 PLANTED: dict[str, int] = {}  # the new_order row the fixture deleted
 
 
-def execute(spec, *statements):
-    conn = spec.connect()
-    try:
-        cur = conn.cursor()
-        for s in statements:
-            cur.execute(s)
-        return cur.fetchall() if cur.with_rows else None
-    finally:
-        conn.close()
+execute = mvhelpers.sql
 
 
 @pytest.fixture(scope="module")

@@ -89,31 +89,6 @@ def _schema(spec) -> None:
          f"INSERT INTO mvs.d VALUES (1, '{MARKER.decode()}'), (2, 'other')")
 
 
-class _Pending:
-    """A client whose commit waits on the block (it runs in a thread; the stop may complete or kill it)."""
-
-    def __init__(self, spec, statement: str):
-        self.conn = spec.with_database(None).connect(autocommit=False)
-        self.conn.cursor().execute(statement)
-        self.outcome: list[str] = []
-        self.thread = threading.Thread(target=self._commit, daemon=True)
-
-    def _commit(self) -> None:
-        try:
-            self.conn.commit()
-            self.outcome.append("committed")
-        except Exception as exc:  # noqa: BLE001 - the shutdown closed it: rolled back
-            self.outcome.append(f"failed: {exc}")
-
-    def start_waiting(self, spec) -> atstop.AtStop:
-        self.thread.start()
-        watcher = spec.with_database(None).connect()
-        try:
-            return wait_for(lambda: (s := atstop.read(watcher)).count >= 1 and s, 20, "the commit waits on the block")
-        finally:
-            watcher.close()
-
-
 def test_only_commits_waiting_on_the_block_are_counted_with_the_tables_they_hold(clone):
     sb = clone("mv-atstop")
     spec = sb.connection_spec()
@@ -125,7 +100,7 @@ def test_only_commits_waiting_on_the_block_are_counted_with_the_tables_they_hold
         t = threading.Thread(target=lambda q=sql: _sql(spec, q), daemon=True)  # a DDL waits; a read does not
         t.start()
         others.append(t)
-    pending = _Pending(spec, "INSERT INTO mvs.t VALUES (2)")
+    pending = mvhelpers.PendingCommit(spec, "INSERT INTO mvs.t VALUES (2)")
     seen = pending.start_waiting(spec)
     ddl_waits = wait_for(lambda: _sql(spec, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = "
                                       "'Waiting for backup lock' AND INFO LIKE 'CREATE TABLE%'")[0][0], 20,
@@ -149,7 +124,7 @@ def test_a_commit_waiting_at_the_stop_explains_only_its_own_table(clone):
     holder = spec.with_database(None).connect()
     verify.block_writes(holder)
     before = sample.take(holder).digests
-    pending = _Pending(spec, "INSERT INTO mvs.t VALUES (2)")
+    pending = mvhelpers.PendingCommit(spec, "INSERT INTO mvs.t VALUES (2)")
     waiting = pending.start_waiting(spec)
     sb.stop("clean")
     pending.thread.join(20)
@@ -227,12 +202,12 @@ def test_damage_on_the_target_halts_the_move_while_a_commit_waits_at_the_stop(cl
     sb = clone("mv-dmg-stop")
     spec = sb.connection_spec()
     _schema(spec)
-    pending: list[_Pending] = []
+    pending: list[mvhelpers.PendingCommit] = []
     hook = executor.crash_point
 
     def at_point(name: str) -> None:  # the commit arrives while the block is held, before the stop
         if name == "SHUTDOWN:mid":
-            pending.append(_Pending(spec, "INSERT INTO mvs.t VALUES (2)"))
+            pending.append(mvhelpers.PendingCommit(spec, "INSERT INTO mvs.t VALUES (2)"))
             pending[0].start_waiting(spec)
         hook(name)
 

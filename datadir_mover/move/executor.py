@@ -246,7 +246,7 @@ class Executor:
         return data
 
     def _commits_waiting(self) -> dict[str, Any]:
-        """The commits waiting on the block as the stop begins (``atstop``; unknown: no difference is put down to them)."""
+        """The commits waiting on the block as the stop begins (``atstop``; unknown: nothing is put down to them)."""
         try:
             return atstop.read(self._lock_conn).to_journal()
         except Exception:  # noqa: BLE001 - unknown: the check after the start then treats a difference as damage

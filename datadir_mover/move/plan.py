@@ -277,8 +277,8 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
                         f"{', '.join(verify_mod.VERIFY_MODES)}")
     rate = _probe_rate(entries, source, target) if (request.probe and entries) else None
     change = _change_rate(spec, model.page_size) if (request.precopy and request.probe and state == "running") else None
-    estimates = _estimates(entries, data_bytes(source, entries), rate, _dirty_bytes(spec, model.page_size), mode, change,
-                           _table_stats(spec), model.page_size, control.timings(),
+    estimates = _estimates(entries, data_bytes(source, entries), rate, _dirty_bytes(spec, model.page_size), mode,
+                           change, _table_stats(spec), model.page_size, control.timings(),
                            request.precopy and comp.copies_files)
     plan = Plan(
         version=PLAN_VERSION, move_id=move_id, created_at=time.time(), component=comp.name, what=comp.what,

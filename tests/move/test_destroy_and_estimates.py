@@ -77,7 +77,8 @@ def test_the_offline_estimate_costs_what_the_copy_reads_at_the_probed_rate(box, 
     assert plan["names"] == ["ib_logfile0"]
     assert abs(e["copy_bytes"] - _data_extent_bytes(redo)) <= 1 << 20  # the server may write a block meanwhile
     assert e["copy_bytes"] <= plan["bytes_logical"]
-    assert e["shutdown_s"] == round(box.timings()["stop_clean_s"], 2) and e["start_s"] == round(box.timings()["start_s"], 2)
+    timings = box.timings()
+    assert e["shutdown_s"] == round(timings["stop_clean_s"], 2) and e["start_s"] == round(timings["start_s"], 2)
     expected = e["shutdown_s"] + e["copy_bytes"] / e["copy_rate_bytes_per_s"] + e["start_s"]
     assert abs(e["downtime_s"] - expected) <= 0.051, (e, expected)
     text = cli("move", "plan", "redo", "--to", target, "--sandbox", box.name, check=True).stdout

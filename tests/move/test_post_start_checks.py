@@ -178,11 +178,11 @@ def damage_row(path: str, page_size: int) -> None:
         os.fsync(fh.fileno())
 
 
-def _datadir_move(sb, target: str, on_state):
+def _datadir_move(sb, target: str, on_state, verify_mode: str = "sample"):
     from datadir_mover.move import plan as planmod
     from datadir_mover.move.executor import Executor
 
-    plan = planmod.build(planmod.MoveRequest("datadir", target, probe=False), sb.connection_spec())
+    plan = planmod.build(planmod.MoveRequest("datadir", target, probe=False, verify=verify_mode), sb.connection_spec())
     ex = Executor.create(plan)
     ex.on_state = on_state
     return ex, plan
@@ -196,10 +196,12 @@ def _damage_before_start(plan):
 
 
 @pytest.mark.root
-def test_damage_on_the_target_halts_the_move_while_a_commit_waits_at_the_stop(clone, mv_tiers, monkeypatch):
+@pytest.mark.parametrize("verify_mode", ["sample", "tables"])
+def test_damage_on_the_target_halts_the_move_while_a_commit_waits_at_the_stop(verify_mode, clone, mv_tiers,
+                                                                             monkeypatch):
     from datadir_mover.move import executor
 
-    sb = clone("mv-dmg-stop")
+    sb = clone(f"mv-dmg-{verify_mode}")
     spec = sb.connection_spec()
     _schema(spec)
     pending: list[mvhelpers.PendingCommit] = []
@@ -212,7 +214,7 @@ def test_damage_on_the_target_halts_the_move_while_a_commit_waits_at_the_stop(cl
         hook(name)
 
     monkeypatch.setattr(executor, "crash_point", at_point)
-    ex, plan = _datadir_move(sb, os.path.join(mv_tiers["tmpfs"], "dmg-stop"), None)
+    ex, plan = _datadir_move(sb, os.path.join(mv_tiers["tmpfs"], f"dmg-{verify_mode}"), None, verify_mode)
     ex.on_state = _damage_before_start(plan)
     with pytest.raises(MoveHalted) as halted:
         ex.run()

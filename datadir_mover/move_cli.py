@@ -199,18 +199,39 @@ def _print_result(result: dict, as_json: bool) -> None:
             f"{result['precopy'].get('expected_downtime_s', 0):.1f} s")
     if "writes_blocked_s" in result:
         print(f"  writes blocked {result['writes_blocked_s']:.1f} s in all")
+    _print_check(result)
+
+
+def proof_words(result: dict) -> str:
+    """What proves the files equal to the stopped source, in words; "byte-identical" only where that was proven."""
     vs = result.get("verify_server") or {}
+    proof = vs.get("file_proof")
+    if proof == "read back" or (result.get("proof") or {}).get("state") == "passed":
+        return "the copied files are byte-identical"
+    if proof == "source":
+        return "the server runs on its own files"
+    if proof == "pending":
+        return "file proof pending (innotier move status)"
+    return "no file-level proof"
+
+
+def _print_check(result: dict) -> None:
+    vs = result.get("verify_server") or {}
+    if not vs:
+        return
     at_stop = vs.get("changed_at_stop") or []
+    changed = vs.get("changed_since_start") or []
     stop_note = (f", {len(at_stop)} changed by the {vs.get('commits_waiting_at_stop')} commits that waited on the "
-                 "block and completed during the shutdown (the copied files are byte-identical)" if at_stop else "")
+                 "block and completed during the shutdown" if at_stop else "")
+    start_note = f", {len(changed)} changed by the rows clients wrote since the start" if changed else ""
     if vs.get("mode") == "tables":
         tp = ", ".join(f"{k}: {v}" for k, v in vs.get("tpcc", {}).items()) or "no tpcc schema"
         print(f"  {vs.get('tables')} InnoDB tables checksummed, {vs.get('tables', 0) - len(at_stop)} equal"
               f"{stop_note}; TPC-C checks: {tp}")
     elif vs.get("mode") == "sample":
-        changed = vs.get("changed_since_start") or []
         print(f"  {vs.get('tables')} InnoDB tables sampled, {vs.get('tables', 0) - len(changed) - len(at_stop)} equal"
-              + (f", {len(changed)} changed by clients since the start" if changed else "") + stop_note)
+              f"{start_note}{stop_note}")
+    print(f"  files: {proof_words(result)}")
 
 
 def cmd_status(args) -> int:

@@ -41,7 +41,3 @@ def commands(component: str, path: str, fstype: str | None = None) -> list[str]:
                     f"-o context=system_u:object_r:{t}:s0")
     return cmds
 
-
-def undo_commands(component: str, path: str) -> list[str]:
-    p = path.rstrip("/")
-    return [f"semanage fcontext -d {shlex.quote(f'{p}(/.*)?')}"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -148,3 +149,44 @@ def short_workload(spec, seconds: float = 3.0) -> int:
                                                       workers=1))
     assert result.complete, f"the TPC-C run did not complete: {result.failure}"
     return sum(per_op.get("commit", 0) for per_op in result.counts.values())
+
+
+def sql(spec, *statements):
+    """Run ``statements`` on one connection of ``spec``; the last one's rows (None when it returns none)."""
+    conn = spec.connect()
+    try:
+        cur = conn.cursor()
+        for s in statements:
+            cur.execute(s)
+        return cur.fetchall() if cur.with_rows else None
+    finally:
+        conn.close()
+
+
+class PendingCommit:
+    """A client whose commit waits on the block (it runs in a thread; the stop may complete or kill it)."""
+
+    def __init__(self, spec, statement: str):
+        self.conn = spec.with_database(None).connect(autocommit=False)
+        self.conn.cursor().execute(statement)
+        self.outcome: list[str] = []
+        self.thread = threading.Thread(target=self._commit, daemon=True)
+
+    def _commit(self) -> None:
+        try:
+            self.conn.commit()
+            self.outcome.append("committed")
+        except Exception as exc:  # noqa: BLE001 - the shutdown closed it: rolled back
+            self.outcome.append(f"failed: {exc}")
+
+    def start_waiting(self, spec):
+        """Commit in the thread; the commits waiting on the block (``atstop.read``) once this one is among them."""
+        from datadir_mover.move import atstop
+        from waiting import wait_for
+
+        self.thread.start()
+        watcher = spec.with_database(None).connect()
+        try:
+            return wait_for(lambda: (s := atstop.read(watcher)).count >= 1 and s, 20, "the commit waits on the block")
+        finally:
+            watcher.close()

@@ -23,7 +23,8 @@ from tuner.core.server import ServerModel, fetch_status, inspect, model_from_var
 from tuner.core.units import human_size
 
 from datadir_mover import apparmor
-from datadir_mover.move import components, placement, preflush, verify
+from datadir_mover.move import atstop, components, placement, preflush, verify
+from datadir_mover.move.benign import Evidence
 from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
 from datadir_mover.move.journal import STATES, Journal, all_journals, crash_point, moves_dir
 from datadir_mover.move.plan import TYPICAL_START_S, Plan
@@ -230,7 +231,7 @@ class Executor:
                 crash_point("SHUTDOWN:mid")
                 self.echo(f"stopping {self.control.describe()} ({self.plan.shutdown_mode} shutdown)")
                 if self._lock_conn is not None:
-                    data["commits_waiting_at_stop"] = self._commits_waiting()
+                    data.update(self._commits_waiting())
                 data["stop_began_at"] = time.time()
                 self.control.stop(self.plan.shutdown_mode)
             except BaseException:
@@ -244,12 +245,12 @@ class Executor:
             data["note"] = "the server was already stopped: no table checksums from before the move"
         return data
 
-    def _commits_waiting(self) -> int:
-        """Connections waiting on the commit block as the stop begins (-1: unknown); see ``verify.check_server``."""
+    def _commits_waiting(self) -> dict[str, Any]:
+        """The commits waiting on the block as the stop begins (``atstop``; unknown: nothing is put down to them)."""
         try:
-            return verify.waiting_on_the_block(self._lock_conn)
+            return atstop.read(self._lock_conn).to_journal()
         except Exception:  # noqa: BLE001 - unknown: the check after the start then treats a difference as damage
-            return -1
+            return atstop.AtStop(known=False).to_journal()
 
     def _last_pass_under_the_block(self, data: dict[str, Any]) -> None:
         """Pre-copied move, commits already blocked for the sample: flush the dirty pages and copy them while reads
@@ -387,9 +388,8 @@ class Executor:
         if self._lock_conn is None and self.plan.verify == "tables":
             self._take_read_lock()
         try:
-            waiting = int((self.journal.data("SHUTDOWN") or {}).get("commits_waiting_at_stop", 0) or 0)
             result = verify.check_server(spec, self.plan.component, self.plan.target_dir, before, self.plan.verify,
-                                         waiting_at_stop=max(0, waiting))
+                                         Evidence.of_move(self.journal.data("SHUTDOWN"), self.plan.precopy))
             verify.require_ok(result, self.plan.component, self.plan.target_dir)
         except MoveError as exc:
             raise MoveHalted(f"{exc}; the server runs on {self.plan.target_dir}: if clients wrote between the start "
@@ -449,9 +449,9 @@ class Executor:
             if before is not None and self.plan.verify == "tables":
                 self._take_read_lock()
             try:
-                waiting = int((self.journal.data("SHUTDOWN") or {}).get("commits_waiting_at_stop", 0) or 0)
                 result = verify.check_server(self.plan.connection_spec(), self.plan.component, self.plan.source_dir,
-                                             before, self.plan.verify, waiting_at_stop=max(0, waiting))
+                                             before, self.plan.verify,
+                                             Evidence.of_move(self.journal.data("SHUTDOWN"), False, on_source=True))
             finally:
                 self._release_read_lock()
             verify.require_ok(result, self.plan.component, self.plan.source_dir)

@@ -26,6 +26,7 @@ from datadir_mover.move import verify as verify_mod
 from datadir_mover.move.control import SandboxControl, SystemdControl, control_for, server_user
 from datadir_mover.move.copy import (REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes,
                                      walk)
+from datadir_mover.move.copy.blocks import data_extents  # the copy's own reading of the data regions
 from tuner.core.sandbox import Sandbox
 
 PLAN_VERSION = 1
@@ -36,6 +37,7 @@ CHANGE_SAMPLE_S = 1.0  # how long the plan watches the server's write rate (pre-
 SCAN_SPEEDUP = 2.0  # reading and hashing a changed file vs copying it whole (no write, no read-back); measured 2-3x
 HEADER_READ_S = 3e-6  # one page header read (pread of 8 bytes, page cache warm), measured 1-4 us here
 CHECKSUM_RATE = 150e6  # bytes/s CHECKSUM TABLE reads (assumed: it reads every row through the server)
+PREFLUSH_RATE = 200e6  # bytes/s the page cleaner writes at the pre-flush's raised io_capacity (assumed)
 
 
 @dataclass
@@ -170,15 +172,12 @@ def _dirty_bytes(spec: ConnectionSpec, page_size: int) -> int:
 
 
 def _table_stats(spec: ConnectionSpec) -> tuple[int, int]:
-    """(InnoDB tables, bytes of their data and indexes), for the verification estimates."""
+    """(InnoDB tables the verification reads, bytes of their data and indexes): the sample's own list of tables."""
     try:
         conn = spec.with_database(None).connect()
         try:
-            cur = conn.cursor()
-            cur.execute("SELECT COUNT(*), COALESCE(SUM(DATA_LENGTH + INDEX_LENGTH), 0) FROM information_schema.TABLES "
-                        "WHERE ENGINE = 'InnoDB' AND TABLE_TYPE = 'BASE TABLE'")
-            n, size = cur.fetchone()
-            return int(n), int(size)
+            tables = sample.innodb_tables(conn.cursor())
+            return len(tables), sum(n for _, _, n in tables)
         finally:
             conn.close()
     except Exception:
@@ -263,16 +262,9 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     placement_file = control.placement_file()
     before = _read(placement_file)
     also = {}
-    notes = list(preflight.fs_notes(comp.name, model, tier))
+    notes = _notes(comp.name, model, tier)
     if comp.name == "datadir":
-        notes += components.other_locations_inside(comp.name, model)
         also = _datadir_followers(model, source, target)
-    if comp.name == "ibdata" and model.flavor.value == "mariadb":
-        notes.append("on MariaDB the system tablespace also holds the doublewrite buffer"
-                     + (" and the undo logs (innodb_undo_tablespaces=0)" if components.undo_in_ibdata(model) else ""))
-    if comp.name == "ibdata" and model.has_doublewrite_files and not model.variables.get("innodb_doublewrite_dir"):
-        notes.append("innodb_doublewrite_dir is unset, so the doublewrite files follow innodb_data_home_dir; "
-                     "they hold nothing after a clean shutdown and are recreated there")
     after = placement.with_option(before, comp.variable, target, also)
     mode, why_mode = components.shutdown_mode(comp.name, model, request.slow_shutdown)
     aa = apparmor.plan_change([target], model.flavor.value, move_id, request.apparmor_root, request.sys_root)
@@ -285,8 +277,8 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
                         f"{', '.join(verify_mod.VERIFY_MODES)}")
     rate = _probe_rate(entries, source, target) if (request.probe and entries) else None
     change = _change_rate(spec, model.page_size) if (request.precopy and request.probe and state == "running") else None
-    estimates = _estimates(entries, logical, rate, _dirty_bytes(spec, model.page_size), mode, change,
-                           _table_stats(spec), model.page_size, control.timings(),
+    estimates = _estimates(entries, data_bytes(source, entries), rate, _dirty_bytes(spec, model.page_size), mode,
+                           change, _table_stats(spec), model.page_size, control.timings(),
                            request.precopy and comp.copies_files)
     plan = Plan(
         version=PLAN_VERSION, move_id=move_id, created_at=time.time(), component=comp.name, what=comp.what,
@@ -316,6 +308,20 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     return plan
 
 
+def _notes(component: str, model: ServerModel, tier) -> list[str]:
+    """What the operator should know about the target and the component (no refusal)."""
+    notes = list(preflight.fs_notes(component, model, tier))
+    if component == "datadir":
+        notes += components.other_locations_inside(component, model)
+    if component == "ibdata" and model.flavor.value == "mariadb":
+        notes.append("on MariaDB the system tablespace also holds the doublewrite buffer"
+                     + (" and the undo logs (innodb_undo_tablespaces=0)" if components.undo_in_ibdata(model) else ""))
+    if component == "ibdata" and model.has_doublewrite_files and not model.variables.get("innodb_doublewrite_dir"):
+        notes.append("innodb_doublewrite_dir is unset, so the doublewrite files follow innodb_data_home_dir; "
+                     "they hold nothing after a clean shutdown and are recreated there")
+    return notes
+
+
 def _datadir_followers(model: ServerModel, source: str, target: str) -> dict[str, str]:
     """Components set to an absolute path inside the old datadir must follow it (relative ones follow by themselves)."""
     out = {}
@@ -329,7 +335,28 @@ def _datadir_followers(model: ServerModel, source: str, target: str) -> dict[str
     return out
 
 
-def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str, change: float | None,
+def data_bytes(source: str, entries) -> int:
+    """Bytes the copy reads: the data regions of the files (``SEEK_DATA``), as the copy itself finds them.
+
+    Not their length: a redo log InnoDB preallocated is mostly unwritten extents, which read as
+    holes and are never copied (a 96 MiB ``ib_logfile0`` of a fresh server had 40 MiB of data).
+    """
+    total = 0
+    for rel, st in entries:
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            continue
+        try:
+            fd = os.open(os.path.join(source, rel), os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            continue
+        try:
+            total += sum(b - a for a, b in data_extents(fd, 0, st.st_size))
+        finally:
+            os.close(fd)
+    return total
+
+
+def _estimates(entries, copy_bytes: int, rate: float | None, dirty: int, mode: str, change: float | None,
                tables: tuple[int, int], page_size: int = 16384, measured: dict[str, float] | None = None,
                precopy: bool = False) -> dict[str, Any]:
     """Seconds each step and each verification level will take, from the probes (or stated defaults).
@@ -340,7 +367,10 @@ def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str,
     over one pass (a re-read of those files, ``SCAN_SPEEDUP`` times the copy rate) and the
     shutdown.  Files that are neither tablespaces nor a 10.8+ redo log are re-read whole.  Shutdown
     and start are this server's own last figures when it has them (sandboxes record them in
-    timings.json), else typical ones.
+    timings.json), else typical ones.  The offline copy costs the bytes it reads (``data_bytes``)
+    at the probed rate of the whole pipeline (read, hash, write, fsync, read back).  The dirty
+    pages are written by the pre-flush while the server still serves, before the stop
+    (``preflush``): their time is not downtime.
     """
     now = time.time()
     files = [(rel, st) for rel, st in entries if stat.S_ISREG(st.st_mode) and now - st.st_mtime < RECENT_SECONDS]
@@ -349,9 +379,9 @@ def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str,
     r = rate or 100e6
     measured = measured or {}
     stop_key = f"stop_{mode}_s"
-    shutdown = (measured[stop_key] if stop_key in measured else 1.0 + (5.0 if mode == "slow" else 0.0)) + dirty / 200e6
+    shutdown = measured[stop_key] if stop_key in measured else 1.0 + (5.0 if mode == "slow" else 0.0)
     start = measured.get("start_s", TYPICAL_START_S)
-    copy_all = logical / r
+    copy_all = copy_bytes / r
     last_pass = recent / (r * SCAN_SPEEDUP)
     delta_written = min(recent, (change or 0.0) * (last_pass + shutdown))
     headers = (recent - plain) / max(page_size, 1) * HEADER_READ_S
@@ -362,7 +392,8 @@ def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str,
             "shutdown_s": round(shutdown, 2), "start_s": round(start, 2),
             "server_times": "measured on this server" if ("start_s" in measured and stop_key in measured)
             else "typical",
-            "copy_offline_s": round(copy_all, 1), "delta_bytes": recent, "copy_delta_s": round(copy_delta, 1),
+            "copy_bytes": copy_bytes, "copy_offline_s": round(copy_all, 1), "delta_bytes": recent,
+            "preflush_bytes": dirty, "preflush_s": round(dirty / PREFLUSH_RATE, 1), "copy_delta_s": round(copy_delta, 1),
             "change_rate_bytes_per_s": round(change or 0.0), "change_rate_measured": change is not None,
             "downtime_s": round(shutdown + copy_all + start, 1),
             "downtime_with_precopy_s": round(shutdown + copy_delta + start, 1),
@@ -375,6 +406,10 @@ def _estimates(entries, logical: int, rate: float | None, dirty: int, mode: str,
             "verify_tables_s": round(2 * table_bytes / CHECKSUM_RATE, 1)}
 
 
+def files_words(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
+
+
 def steps_of(plan: Plan) -> list[Step]:
     size = human_size(plan.bytes_logical)
     c = plan.control
@@ -382,7 +417,7 @@ def steps_of(plan: Plan) -> list[Step]:
     steps = [Step("PLAN", "record the plan and the current option files",
                   f"journal in $INNOTIER_HOME/moves/{plan.move_id}/")]
     if plan.precopy:
-        steps.append(Step("PRECOPY", f"copy {plan.files} files ({size}) while the server runs, then again "
+        steps.append(Step("PRECOPY", f"copy {files_words(plan.files)} ({size}) while the server runs, then again "
                           "what changed, until the delta stops shrinking",
                           "each copy read back and checksummed; later passes rewrite only changed 64 KiB blocks"))
     stop = ("check the server is stopped (--no-shutdown)" if plan.no_shutdown else
@@ -395,7 +430,7 @@ def steps_of(plan: Plan) -> list[Step]:
                       f"(~{e.get('verify_tables_s', 0) / 2:.0f} s, writes blocked), then stop"}[plan.verify]
     steps.append(Step("SHUTDOWN", lock, stop))
     if plan.names:
-        what = "files changed since the pre-copy" if plan.precopy else f"{plan.files} files ({size})"
+        what = "files changed since the pre-copy" if plan.precopy else f"{files_words(plan.files)} ({size})"
         steps.append(Step("COPY", f"copy {what} to {plan.target_dir}",
                           "sparse-aware; fsync of every file and directory; owner, mode and mtime kept", True))
         steps.append(Step("VERIFY", "read every copy back from the target and compare xxh3-128 checksums",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import stat
 from dataclasses import dataclass
 
 from tuner.core.errors import MoveError
@@ -193,10 +192,6 @@ def check_no_open_move(server_key: str) -> None:
         if j.phase == "open" and j.plan().get("server_key") == server_key and j.records():
             raise MoveError(f"move {j.dir.name} on this server is not finished ({j.describe()}); resume or roll it "
                             "back before planning another")
-
-
-def is_special(path: str) -> bool:
-    return not stat.S_ISDIR(os.lstat(path).st_mode)
 
 
 def fs_notes(component: str, model: ServerModel, tier: TierFacts) -> list[str]:

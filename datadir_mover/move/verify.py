@@ -14,7 +14,8 @@ Three levels (``--verify``), the file-level checksums of the copy being the proo
 manual, CHECKSUM TABLE), so equal values before shutdown and after start mean every
 row came back.  The "before" values are taken with every commit blocked (``block_writes``)
 held until the server stops, so no write can slip in between.  InnoDB's persistent
-statistics tables are left out: background statistics recalculation rewrites them.
+statistics tables are left out: background statistics recalculation rewrites them.  A table
+that differs after the start halts the move unless ``benign.py`` proves it benign.
 """
 
 from __future__ import annotations
@@ -27,13 +28,11 @@ from typing import Any
 from tuner.core.errors import MoveError
 from tuner.core.server import ConnectionSpec, inspect
 
-from datadir_mover.move import sample
+from datadir_mover.move import benign, sample
+from datadir_mover.move.benign import FileProof
 from datadir_mover.move.checks import run_schema_checks
 from datadir_mover.move.components import source_dir
 
-SQL_INNODB_TABLES = ("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
-                     "WHERE ENGINE = 'InnoDB' AND TABLE_TYPE = 'BASE TABLE' "
-                     "ORDER BY TABLE_SCHEMA, TABLE_NAME")
 SQL_READ_LOCK = "FLUSH TABLES WITH READ LOCK"
 SKIPPED_TABLES = sample.SKIPPED_TABLES
 VERIFY_MODES = ("files", "sample", "tables")
@@ -47,21 +46,13 @@ def _ident(name: str) -> str:
 def table_checksums(conn) -> dict[str, int | None]:
     """``schema.table`` -> CHECKSUM TABLE value for every InnoDB table (statistics tables excluded)."""
     cur = conn.cursor()
-    cur.execute(SQL_INNODB_TABLES)
-    tables = [(_s(a), _s(b)) for a, b in cur.fetchall()]
     out: dict[str, int | None] = {}
-    for schema, table in tables:
-        if (schema, table) in SKIPPED_TABLES:
-            continue
+    for schema, table, _ in sample.innodb_tables(cur):
         cur.execute(f"CHECKSUM TABLE {_ident(schema)}.{_ident(table)}")
         row = cur.fetchone()
         out[f"{schema}.{table}"] = None if row is None or row[1] is None else int(row[1])
     cur.close()
     return out
-
-
-def _s(v: Any) -> str:
-    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
 
 
 # MariaDB 10.4+: block commits without waiting for open transactions to end (FLUSH TABLES WITH READ LOCK
@@ -92,22 +83,6 @@ def block_writes(conn) -> str:
         cur.close()
 
 
-# processlist states of a statement that waits on the commit block: BACKUP STAGE BLOCK_COMMIT (MariaDB); FLUSH
-# TABLES WITH READ LOCK (a commit waits on the commit lock, a write on the global read lock)
-WAITING_ON_THE_BLOCK = ("Waiting for backup lock", "Waiting for commit lock", "Waiting for global read lock")
-
-
-def waiting_on_the_block(conn) -> int:
-    """Connections whose statement waits on the commit block now (the holder's own connection can ask)."""
-    cur = conn.cursor()
-    try:
-        cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE IN (%s, %s, %s)",
-                    WAITING_ON_THE_BLOCK)
-        return int(cur.fetchone()[0])
-    finally:
-        cur.close()
-
-
 def lock_and_checksum(spec: ConnectionSpec):
     """(connection blocking commits, checksums).  Keep the connection open until the server stops."""
     conn = spec.with_database(None).connect()
@@ -130,17 +105,6 @@ def checksums_now(spec: ConnectionSpec) -> dict[str, int | None]:
         conn.close()
 
 
-def compare(before: dict[str, int | None], after: dict[str, int | None]) -> list[str]:
-    """Human-readable differences (empty when every table matches)."""
-    problems = []
-    for name, value in sorted(before.items()):
-        if name not in after:
-            problems.append(f"{name} is missing")
-        elif after[name] != value:
-            problems.append(f"{name} checksum {after[name]} != {value} before")
-    return problems
-
-
 @dataclass
 class ServerCheck:
     locations_ok: bool
@@ -150,10 +114,12 @@ class ServerCheck:
     # registered schema check name -> {schema: "ok" / "failed: ..."} (datadir_mover.move.checks)
     schema_checks: dict[str, dict[str, str]] = field(default_factory=dict)
     mode: str = "tables"
-    changed_since_start: list[str] = field(default_factory=list)  # sample: differs, but clients wrote since start
-    write_statements_since_start: int = 0
-    changed_at_stop: list[str] = field(default_factory=list)  # differs, but commits waited on the block at the stop
+    changed_since_start: list[str] = field(default_factory=list)  # sample: differs, explained by rows written since
+    row_writes_since_start: int = 0
+    changed_at_stop: list[str] = field(default_factory=list)  # differs, explained by a commit waiting at the stop
     commits_waiting_at_stop: int = 0
+    file_proof: str = FileProof.NONE.value  # what proves the files (benign.FileProof)
+    pending_proof: bool = False  # an accepted difference waits for the whole-file proof
     seconds: float = 0.0
 
     @property
@@ -167,60 +133,55 @@ class ServerCheck:
     def to_dict(self) -> dict[str, Any]:
         return {"locations_ok": self.locations_ok, "location": self.location, "tables": self.tables,
                 "checksum_problems": self.checksum_problems, **self.schema_checks, "mode": self.mode,
-                "changed_since_start": self.changed_since_start,
-                "write_statements_since_start": self.write_statements_since_start,
-                "changed_at_stop": self.changed_at_stop, "commits_waiting_at_stop": self.commits_waiting_at_stop, "seconds": round(self.seconds, 3),
-                "ok": self.ok}
+                "changed_since_start": self.changed_since_start, "row_writes_since_start": self.row_writes_since_start,
+                "changed_at_stop": self.changed_at_stop, "commits_waiting_at_stop": self.commits_waiting_at_stop,
+                "file_proof": self.file_proof, "pending_proof": self.pending_proof,
+                "seconds": round(self.seconds, 3), "ok": self.ok}
+
+    def take(self, verdict: benign.Verdict) -> "ServerCheck":
+        self.checksum_problems = verdict.problems
+        self.changed_at_stop, self.changed_since_start = verdict.at_stop, verdict.since_start
+        self.pending_proof = verdict.pending_proof
+        return self
 
 
-def check_server(spec: ConnectionSpec, component: str, expected_dir: str,
-                 before: dict[str, Any] | None, mode: str = "tables", waiting_at_stop: int = 0) -> ServerCheck:
+def check_server(spec: ConnectionSpec, component: str, expected_dir: str, before: dict[str, Any] | None,
+                 mode: str = "tables", evidence: benign.Evidence | None = None) -> ServerCheck:
     """Where the server keeps ``component``, and (by ``mode``) its tables compared with ``before``.
 
-    ``waiting_at_stop``: connections whose commit waited on the block when the stop began.  A
-    shutdown closes every connection, the block's holder among them, and a commit granted the
-    block in that moment completes before its own connection is closed (docs/relocation.md has
-    how often).  Differences are then reported as
-    changed at the stop, not as damage, as they are when clients wrote since the start.
+    A table that differs is a problem, which halts the move, unless ``benign.judge`` accepts it
+    from ``evidence`` (the commits waiting at the stop, what proves the files).
     """
     t0 = time.monotonic()
+    evidence = evidence or benign.Evidence()
     model = inspect(spec)
     where = source_dir(component, model)
     loc_ok = os.path.realpath(where) == os.path.realpath(expected_dir)
-    if mode == "files":
-        return ServerCheck(loc_ok, where, 0, [], mode=mode, seconds=time.monotonic() - t0)
+    result = ServerCheck(loc_ok, where, 0, [], mode=mode, commits_waiting_at_stop=evidence.at_stop.count,
+                         file_proof=evidence.file_proof.value)
     if mode == "sample":
-        return _check_sample(spec, loc_ok, where, before, t0, waiting_at_stop)
-    after = checksums_now(spec)
-    problems = compare(before, after) if before is not None else []
-    changed: list[str] = []
-    if problems and waiting_at_stop > 0:
-        changed, problems = problems, []
-    return ServerCheck(loc_ok, where, len(after), problems, run_schema_checks(spec), mode=mode,
-                       changed_at_stop=changed, commits_waiting_at_stop=waiting_at_stop,
-                       seconds=time.monotonic() - t0)
+        _check_sample(spec, result, before, evidence)
+    elif mode == "tables":
+        after = checksums_now(spec)
+        result.tables = len(after)
+        result.take(benign.judge(before or {}, after, evidence))
+        result.schema_checks = run_schema_checks(spec)
+    result.seconds = time.monotonic() - t0
+    return result
 
 
-def _check_sample(spec: ConnectionSpec, loc_ok: bool, where: str, before: dict[str, Any] | None,
-                  t0: float, waiting_at_stop: int = 0) -> ServerCheck:
-    """The sample again, without a lock; differences count as damage only when no client has written yet and no
-    commit was waiting on the block at the stop."""
+def _check_sample(spec: ConnectionSpec, result: ServerCheck, before: dict[str, Any] | None,
+                  evidence: benign.Evidence) -> None:
+    """The sample again, without a lock, and the rows written since the start (read after it: none written before
+    or during the sample when it is zero)."""
     conn = spec.with_database(None).connect()
     try:
         after = sample.take(conn, budget_s=float("inf"))
-        writes = sample.row_writes(conn)  # read after the sample: zero means nothing wrote before or during it
+        result.row_writes_since_start = sample.row_writes(conn)
     finally:
         conn.close()
-    problems = compare(before, after.digests) if before is not None else []
-    changed: list[str] = []
-    at_stop: list[str] = []
-    if problems and writes > 0:
-        changed, problems = problems, []
-    elif problems and waiting_at_stop > 0:
-        at_stop, problems = problems, []
-    return ServerCheck(loc_ok, where, len(after.digests), problems, mode="sample", changed_since_start=changed,
-                       write_statements_since_start=writes, changed_at_stop=at_stop,
-                       commits_waiting_at_stop=waiting_at_stop, seconds=time.monotonic() - t0)
+    result.tables = len(after.digests)
+    result.take(benign.judge(before or {}, after.digests, evidence, result.row_writes_since_start))
 
 
 def require_ok(result: ServerCheck, component: str, expected_dir: str) -> None:

@@ -40,3 +40,8 @@ def test_every_detected_schema_is_checked_and_failures_fail_the_move(registry):
 def test_a_check_cannot_shadow_a_result_key(registry, name):
     with pytest.raises(ValueError, match="schema check name"):
         registry.register_schema_check(name, lambda spec: [], lambda spec, schema: "ok")
+
+
+def test_every_key_of_the_verification_result_is_reserved():
+    keys = set(ServerCheck(True, "/d", 3, [], {"demo": {"a": "ok"}}).to_dict()) - {"demo"}
+    assert keys <= checks.RESERVED_NAMES, keys - checks.RESERVED_NAMES

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+import mvhelpers
+
 from tuner.core.errors import WorkloadError
 from tuner.tpcc import schema
 from tuner.tpcc.check import run_checks
@@ -14,15 +16,7 @@ COPY = "tpcc_corrupt"
 PLANTED: dict[str, int] = {}  # the new_order row the fixture deleted
 
 
-def execute(spec, *statements):
-    conn = spec.connect()
-    try:
-        cur = conn.cursor()
-        for s in statements:
-            cur.execute(s)
-        return cur.fetchall() if cur.with_rows else None
-    finally:
-        conn.close()
+execute = mvhelpers.sql
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +112,33 @@ def test_an_unfinished_load_counts_no_warehouses(corrupt):
 def test_check_on_a_missing_schema_says_how_to_load(shared_sandbox):
     with pytest.raises(WorkloadError, match="tpcc load"):
         run_checks(shared_sandbox.connection_spec(), database="tpcc_nothing_here")
+
+
+def test_the_movers_tpcc_check_applies_only_to_schemas_innotier_loaded(tpcc_w1):
+    """An ERP with tables named like TPC-C's, and a copy of the nine tables without the loader's record, are not
+    checked as TPC-C after a move; the schema the loader loaded (and recorded in tpcc_meta) is."""
+    from datadir_mover.move import checks
+    from tuner.tpcc import move_check
+
+    admin = tpcc_w1.with_database(None)
+    execute(admin, "DROP DATABASE IF EXISTS erp", "CREATE DATABASE erp", "DROP DATABASE IF EXISTS tpcc_lookalike",
+            "CREATE DATABASE tpcc_lookalike",
+            "CREATE TABLE erp.warehouse (id INT PRIMARY KEY, city VARCHAR(40))",
+            "CREATE TABLE erp.district (id INT PRIMARY KEY, warehouse_id INT)",
+            "CREATE TABLE erp.order_line (id INT PRIMARY KEY, sku VARCHAR(20), qty INT)",
+            "INSERT INTO erp.warehouse VALUES (1, 'Lyon')", "INSERT INTO erp.order_line VALUES (1, 'X-1', -3)",
+            *[f"CREATE TABLE tpcc_lookalike.{t} LIKE tpcc.{t}" for t in list(schema.TABLES) + [schema.META_TABLE]])
+    try:
+        found = move_check.tpcc_schemas(admin)
+        assert "tpcc" in found and "erp" not in found and "tpcc_lookalike" not in found, found
+        move_check.register()
+        results = checks.run_schema_checks(admin)[move_check.NAME]
+        assert results["tpcc"] == "ok" and "erp" not in results and "tpcc_lookalike" not in results, results
+        # the loader's record makes it innotier's; an unfinished load does not count
+        execute(admin.with_database("tpcc_lookalike"), "INSERT INTO tpcc_meta (name, value) VALUES ('loader', '1')",
+                "INSERT INTO tpcc_meta (name, value) VALUES ('state', 'loading')")
+        assert "tpcc_lookalike" not in move_check.tpcc_schemas(admin)
+        execute(admin.with_database("tpcc_lookalike"), "UPDATE tpcc_meta SET value = 'loaded' WHERE name = 'state'")
+        assert "tpcc_lookalike" in move_check.tpcc_schemas(admin)
+    finally:
+        execute(admin, "DROP DATABASE IF EXISTS erp", "DROP DATABASE IF EXISTS tpcc_lookalike")

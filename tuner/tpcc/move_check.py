@@ -3,30 +3,43 @@
 ``register()`` is called by the CLI at start-up (tuner/cli.py), so every move,
 resume and rollback verifies each TPC-C schema on the server with
 ``tuner.tpcc.check.run_checks`` after the server is back.
+
+A schema is TPC-C only when innotier's loader made it: the loader records its version and
+the load's state in ``tpcc_meta`` as it loads (``schema.write_meta``), and a schema counts once
+that load was verified (state ``loaded``).  Tables that merely share TPC-C's names (an ERP's
+``warehouse``, ``district``, ``order_line``) are not checked against TPC-C's conditions.
 """
 
 from __future__ import annotations
 
 from datadir_mover.move.checks import register_schema_check
 from tuner.core.server import ConnectionSpec
+from tuner.tpcc import schema
 from tuner.tpcc.check import run_checks
 
 NAME = "tpcc"
-SQL_TPCC_SCHEMAS = ("SELECT TABLE_SCHEMA FROM information_schema.TABLES WHERE TABLE_NAME IN "
-                    "('warehouse', 'district', 'order_line', 'new_orders', 'new_order') "
-                    "GROUP BY TABLE_SCHEMA HAVING COUNT(*) >= 3")
+SQL_META_SCHEMAS = "SELECT TABLE_SCHEMA FROM information_schema.TABLES WHERE TABLE_NAME = %s ORDER BY TABLE_SCHEMA"
 
 
 def _s(v) -> str:
     return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
 
 
+def loaded_by_innotier(meta: dict[str, str]) -> bool:
+    """The loader's own record of a finished, verified load."""
+    return bool(meta.get("loader")) and meta.get("state") == "loaded"
+
+
 def tpcc_schemas(spec: ConnectionSpec) -> list[str]:
+    """The schemas innotier's loader loaded (and verified) on this server."""
     conn = spec.with_database(None).connect()
     try:
         cur = conn.cursor()
-        cur.execute(SQL_TPCC_SCHEMAS)
-        return sorted(_s(r[0]) for r in cur.fetchall())
+        cur.execute(SQL_META_SCHEMAS, (schema.META_TABLE,))
+        candidates = [_s(r[0]) for r in cur.fetchall()]
+        cur.close()
+        return [db for db in candidates if loaded_by_innotier(schema.read_meta(conn, db))
+                and len(schema.present_tables(conn, db)) == len(schema.TABLES) + 1]
     finally:
         conn.close()
 

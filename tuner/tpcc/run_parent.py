@@ -129,6 +129,8 @@ class RunParent:
                                 "up to that point")
                 break
             msg = self._get(0.5)
+            if msg is None and self.stopped_by:
+                continue  # said at the top of the loop, whatever else a group-wide signal did
             if msg is None:
                 limit = self.t0.value + sched[k_next][0]
                 self.failure = self._silent_failure(limit)

@@ -2,6 +2,7 @@
 
 A worker ends with its parent: the kernel sends it SIGKILL when the parent dies (PR_SET_PDEATHSIG), and
 it checks the parent is still its parent wherever it waits, for a parent that died before that was set.
+It leaves SIGTERM to the parent, which stops the run and so the worker.
 """
 
 from __future__ import annotations
@@ -90,7 +91,10 @@ class _WorkerState:
 
 def end_with_parent(parent_pid: int) -> None:
     """Have the kernel kill this process when its parent dies; exit now if the parent is already gone."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited through fork
+    # A SIGTERM sent to the whole group (`timeout`, a service manager's stop) is the parent's to handle: it
+    # stops the run and the workers end with their final snapshot; the parent's handler, inherited through
+    # fork, must not run here.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")

@@ -89,8 +89,9 @@ def _install_procedures(spec, plan: RunPlan, sharded: bool) -> None:
 @contextmanager
 def _sigterm_ends(parent: RunParent) -> Iterator[None]:
     """While the run lasts, SIGTERM ends it cleanly (and still reaches a handler the caller installed)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may handle signals; the workers still end with this process
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) == signal.SIG_IGN):
+        yield  # only the main thread may handle signals, and a caller that ignores SIGTERM keeps doing so
         return
 
     def handler(signum, frame):

@@ -65,11 +65,57 @@ def test_lifecycle_start_stop_restart_destroy(cli):
     cur.execute("SHOW DATABASES LIKE 'keepme'")
     assert cur.fetchall()
     conn.close()
-    r = cli("sandbox", "stop", "life", "--slow")
-    assert r.returncode == 0 and "slow" in r.stdout
-    assert "Shutdown completed" in sb.error_log.read_text() or "shutdown" in sb.error_log.read_text().lower()
+    _assert_stop_purges_history(cli, sb, "--slow", purges=True)
+    assert cli("sandbox", "start", "life").returncode == 0
+    _assert_stop_purges_history(cli, sb, "--mode=clean", purges=False)
     assert cli("sandbox", "destroy", "life").returncode == 0
     assert cli("sandbox", "status", "life").returncode != 0
+
+
+# What only a slow shutdown (innodb_fast_shutdown=0) writes: InnoDB purges the undo history before it stops,
+# and says how much is left; a fast shutdown leaves the history for the next start and says nothing of it.
+SLOW_SHUTDOWN_LINE = "InnoDB: to purge "
+
+
+def _assert_stop_purges_history(cli, sb, how: str, purges: bool) -> None:
+    """Stop with undo history that purge cannot have removed yet: a read view opened before the updates
+    holds it until the server closes the connection at shutdown."""
+    reader = sb.connection_spec().connect()
+    reader.cursor().execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+    writer = sb.connection_spec().connect()
+    cur = writer.cursor()
+    cur.execute("CREATE TABLE IF NOT EXISTS keepme.h (id INT PRIMARY KEY, v INT)")
+    cur.execute("INSERT INTO keepme.h SELECT seq, 0 FROM keepme.seq_1_to_2000 ON DUPLICATE KEY UPDATE v = v + 1")
+    for _ in range(20):
+        cur.execute("UPDATE keepme.h SET v = v + 1")
+    writer.close()
+    offset = sb.error_log.stat().st_size
+    r = cli("sandbox", "stop", "life", how)
+    assert r.returncode == 0, r.stderr
+    assert ("(slow)" in r.stdout) == purges
+    log = sb.error_log.read_text()[offset:]
+    assert "Shutdown complete" in log
+    assert (SLOW_SHUTDOWN_LINE in log) == purges, log
+    try:
+        reader.close()
+    except Exception:
+        pass  # the server closed it
+
+
+def test_slow_stop_that_cannot_set_fast_shutdown_fails_and_leaves_it_running(cli, innotier_home):
+    assert cli("sandbox", "create", "noslow", "--start").returncode == 0
+    sb = sbx.Sandbox.load("noslow")
+    good = sb.client_cnf.read_text()
+    sb.client_cnf.write_text(good.replace("password=", "password=wrong"))
+    try:
+        r = cli("sandbox", "stop", "noslow", "--slow")
+        assert r.returncode != 0 and r.stdout == ""
+        assert len(r.stderr.strip().splitlines()) == 1
+        assert "innodb_fast_shutdown=0" in r.stderr and "still running" in r.stderr
+        assert sb.state() == sbx.SandboxState.RUNNING
+    finally:
+        sb.client_cnf.write_text(good)
+    assert cli("sandbox", "destroy", "noslow", "--force").returncode == 0
 
 
 def test_two_sandboxes_at_once_on_different_ports(cli):

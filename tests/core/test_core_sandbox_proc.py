@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.core import sandbox
+from tuner.core.sandbox import process
 from tuner.core.sandbox import Sandbox, proc_state, proc_threads
 
 
@@ -55,7 +55,7 @@ class _ExitsWhileRead(type(Path())):
 
 
 def test_exit_during_the_read_of_stat_means_gone(monkeypatch):
-    monkeypatch.setattr(sandbox, "Path", _ExitsWhileRead)
+    monkeypatch.setattr(process, "Path", _ExitsWhileRead)
     assert proc_state(os.getpid()) is None
     assert Sandbox._pid_alive(os.getpid()) is False
 
@@ -72,7 +72,7 @@ def test_exit_during_the_task_listing_of_a_zombie_means_gone(monkeypatch):
                 raise ProcessLookupError(3, "No such process")
             return real_listdir(path)
 
-        monkeypatch.setattr(sandbox.os, "listdir", listdir)
+        monkeypatch.setattr(process.os, "listdir", listdir)
         assert proc_threads(child.pid) is None
         assert Sandbox._pid_alive(child.pid) is False
     finally:
@@ -86,5 +86,5 @@ def test_an_empty_or_cut_stat_line_means_gone(monkeypatch, text):
         def read_text(self, *a, **kw):
             return text if str(self).startswith("/proc/") else super().read_text(*a, **kw)
 
-    monkeypatch.setattr(sandbox, "Path", _Cut)
+    monkeypatch.setattr(process, "Path", _Cut)
     assert proc_state(os.getpid()) is None

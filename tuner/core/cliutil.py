@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
-import importlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from tuner.core.errors import CliWiringError, UsageError
+from tuner.core.cliwiring import register_modules  # noqa: F401  (its home before cliwiring)
+from tuner.core.errors import UsageError
 from tuner.core.sandbox import Sandbox
 from tuner.core.server import ConnectionSpec
 
@@ -95,21 +95,3 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str | Non
     for r in rows:
         table.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in columns])
     Console().print(table)
-
-
-def register_modules(sub, module_names) -> None:
-    """Let each named module add its sub-commands (``module.register(sub)``).
-
-    A module that fails to import, or has no ``register``, stops start-up with an
-    error naming it: a broken or renamed CLI module must not vanish from --help.
-    """
-    for name in module_names:
-        try:
-            module = importlib.import_module(name)
-        except Exception as exc:
-            raise CliWiringError(f"CLI module {name} failed to import ({type(exc).__name__}: {exc}); "
-                                 "fix it or remove it from tuner.cli.REGISTRARS") from exc
-        if not callable(getattr(module, "register", None)):
-            raise CliWiringError(f"CLI module {name} has no register(sub) function; "
-                                 "add one or remove it from tuner.cli.REGISTRARS")
-        module.register(sub)

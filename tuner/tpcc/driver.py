@@ -31,7 +31,7 @@ error messages.  Only a server that stays away longer than ``outage_limit``
 ends the run early: the result keeps the partial timeline and says why
 (complete=False).
 
-Metrics (HammerDB's definitions, research notes 1.1): NOPM = growth of
+Metrics (HammerDB's definitions): NOPM = growth of
 sum(D_NEXT_O_ID) per minute over the measured window; TPM = growth of
 Com_commit + Com_rollback per minute (server-wide; unknown when the server
 restarted inside the window, as the counters restart at 0).  tpmC = completed

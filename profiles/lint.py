@@ -4,7 +4,8 @@ Checks: unknown or misspelled names (nearest known name suggested), values out o
 allowed, options the target renamed, deprecated, ignores or removed, a page size different from the
 existing datadir's, a buffer pool larger than the machine's memory, O_DIRECT on a file system that
 does not support it (probed, not assumed), and DAX mounts combined with settings the DCPMM paper
-(Zhu et al., Electronics 2021, section 4.5; docs/sources.md) found harmful.  Every finding says severity, option, reason and fix.
+(Zhu et al., Electronics 2021, section 4.5; docs/sources.md) found harmful.  Every finding says
+severity, option, reason and fix.
 Lint reads files and probes directories; it never changes an option file or a data file.
 """
 

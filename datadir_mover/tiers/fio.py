@@ -1,4 +1,4 @@
-"""Storage characterization with fio: the source papers' jobs (docs/sources.md), run on a tier, parsed from fio's JSON, stored.
+"""Storage characterization with fio: the papers' jobs (docs/sources.md), run on a tier, parsed from JSON, stored.
 
 Jobs (one fio run, one file, jobs separated by ``stonewall`` so they never overlap):
 - seqwrite / seqread: 1 MiB blocks, libaio, queue depth 32 (the PMDK thesis used libaio; 1 MiB is

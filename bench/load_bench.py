@@ -43,7 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PEER_SETTINGS = {"innodb_buffer_pool_size": "1G", "innodb_flush_method": "O_DIRECT",
                  "innodb_log_file_size": "256M", "max_connections": "500"}
-PEER_FIGURES = {"go-tpc": 12.3, "hammerdb": 29.0, "tpcc-mysql": 97.0, "sysbench-tpcc": 41.5}  # issue 4, W=4
 BENCH_USER = "tpccbench"
 
 
@@ -190,11 +189,9 @@ def main() -> int:
         print(f"{'loader':<15} {'load s':>20} {'load+verify s':>20} {'server CPU s':>20} {'client CPU s':>20}")
         for name in ["innotier", "innotier-bulk", "go-tpc", "hammerdb", "tpcc-mysql", "sysbench-tpcc"]:
             rs = results.get(name)
-            if not rs:
-                rec = PEER_FIGURES.get(name)
-                note = f"not measured (recorded on this machine type: {rec} s)" if rec else None
-                if note:
-                    print(f"{name:<15} {note}")
+            if not rs:  # figures from earlier runs are in docs/benchmarks.md, with their date and machine
+                if name != "innotier-bulk":
+                    print(f"{name:<15} not measured")
                 continue
             print(f"{name:<15} {summary([r['load_s'] for r in rs]):>20} "
                   f"{summary([r['total_s'] for r in rs if r['total_s']]):>20} "
@@ -202,10 +199,9 @@ def main() -> int:
         ours = statistics.median(r["load_s"] for r in results["innotier"])
         ours_total = statistics.median(r["total_s"] for r in results["innotier"])
         for name in ("go-tpc", "hammerdb", "tpcc-mysql", "sysbench-tpcc"):
-            peer = statistics.median(r["load_s"] for r in results[name]) if results.get(name) else None
-            ref = "measured now" if peer else "recorded figure"
-            peer = peer or PEER_FIGURES[name]
-            print(f"  {name}: {peer / ours:.2f}x our load time, {peer / ours_total:.2f}x our load+verify ({ref})")
+            if results.get(name):
+                peer = statistics.median(r["load_s"] for r in results[name])
+                print(f"  {name}: {peer / ours:.2f}x our load time, {peer / ours_total:.2f}x our load+verify")
     finally:
         if not args.keep:
             try:

@@ -9,7 +9,8 @@ Prints the plan, then per client count and driver: NOPM and TPM counted by the
 bench from the server in the same window for every driver, client and server
 CPU-s per 1000 New-Orders from /proc, medians with [min-max] over the rounds, the
 ratio to the peer of the same kind (HammerDB for procedures, go-tpc for
-statements), load times, the consistency check after each driver's runs, and the
+statements: tool against tool, not a same-work speed-up, since the peers leave out part of the
+transactions' work; docs/benchmarks.md), load times, the consistency check after each driver's runs, and the
 load average at the start and end.  A peer without a path is "not measured".
 Figures, not assertions: on a shared machine say the load with them.
 """

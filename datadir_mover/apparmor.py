@@ -2,7 +2,7 @@
 
 The server's profile (``/etc/apparmor.d/usr.sbin.mysqld`` for MySQL, ``usr.sbin.mariadbd``
 for MariaDB) ends with ``#include <local/usr.sbin.NAME>``; site rules go in that local
-file, which package upgrades leave alone (Ubuntu's mysqld profile; research notes §3).
+file, which package upgrades leave alone (Ubuntu's mysqld profile ends that way).
 For every new location a move adds ``/path/ r,`` and ``/path/** rwk,`` inside a block
 marked with the move's id, so rollback removes exactly what the move added.
 

@@ -4,7 +4,8 @@ innotier prints these commands rather than running them: labelling policy is the
 administrator's call.  Types from the MySQL manual ("Configuring the SELinux
 file context", 8.7.4) and mysqld_selinux(8): data files ``mysqld_db_t``, temporary
 directory ``mysqld_tmp_t``.  tmpfs and DAX mounts do not keep labels across mounts:
-mount them with ``context=system_u:object_r:mysqld_db_t:s0`` instead (research notes §3).
+mount them with ``context=system_u:object_r:mysqld_db_t:s0`` instead (common practice, not
+from the manual).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Checks: unknown or misspelled names (nearest known name suggested), values out o
 allowed, options the target renamed, deprecated, ignores or removed, a page size different from the
 existing datadir's, a buffer pool larger than the machine's memory, O_DIRECT on a file system that
 does not support it (probed, not assumed), and DAX mounts combined with settings the DCPMM paper
-(seed 000, section 4.5) found harmful.  Every finding says severity, option, reason and fix.
+(Zhu et al., Electronics 2021, section 4.5; docs/sources.md) found harmful.  Every finding says
+severity, option, reason and fix.
 Lint reads files and probes directories; it never changes an option file or a data file.
 """
 
@@ -24,7 +25,7 @@ from tuner.core.units import PAGE_SIZES, human_size
 from tuner.core.probe import mount_of, probe_o_direct
 
 SEVERITIES = ("error", "warning", "info")
-PAPER = "DCPMM paper (seed 000) section 4.5"
+PAPER = "DCPMM paper (Electronics 2021) section 4.5"
 
 
 @dataclass(frozen=True)

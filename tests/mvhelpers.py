@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from tuner.core.probe import read_mounts
+from waiting import wait_for
 
 GOLDEN = "golden-mv"
 GOLDEN_OPTIONS = {"innodb_undo_tablespaces": "2", "innodb_log_file_size": "32M", "innodb_buffer_pool_size": "128M"}
@@ -40,10 +41,7 @@ def mount_zram_ext4(path: str, size: str = "1G") -> str:
         return path
     dev_id = Path("/sys/class/zram-control/hot_add").read_text().strip()
     dev = f"/dev/zram{dev_id}"
-    for _ in range(50):
-        if os.path.exists(dev):
-            break
-        time.sleep(0.05)
+    wait_for(lambda: os.path.exists(dev), 30, f"udev to create {dev}")
     Path(f"/sys/block/zram{dev_id}/disksize").write_text(size)
     subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True)
     subprocess.run(["mount", dev, path], check=True)

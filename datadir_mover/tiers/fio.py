@@ -1,11 +1,11 @@
-"""Storage characterization with fio: the seeds' jobs, run on a tier, parsed from fio's JSON, stored.
+"""Storage characterization with fio: the papers' jobs (docs/sources.md), run on a tier, parsed from JSON, stored.
 
 Jobs (one fio run, one file, jobs separated by ``stonewall`` so they never overlap):
-- seqwrite / seqread: 1 MiB blocks, libaio, queue depth 32 (seed 003 used libaio; 1 MiB is
+- seqwrite / seqread: 1 MiB blocks, libaio, queue depth 32 (the PMDK thesis used libaio; 1 MiB is
   InnoDB's extent size for page sizes up to 16 KiB, the unit of read-ahead and file extension);
-- randread: 4 KiB, sync engine (psync), one request at a time (seed 000: "The I/O engine is set
+- randread: 4 KiB, sync engine (psync), one request at a time (DCPMM paper: "The I/O engine is set
   to sync ... the request size is fixed to 4 KB");
-- randwrite: the same with ``fsync=1``, an fsync after every write (seed 000: "We issue a fsync()
+- randwrite: the same with ``fsync=1``, an fsync after every write (DCPMM paper: "We issue a fsync()
   system call after each request in the case of write workloads") - what a commit costs.
 
 O_DIRECT (``direct=1``) where the tier accepts it (probed), buffered otherwise, and the result

@@ -28,12 +28,12 @@ from tuner.core.units import format_size, parse_size
 
 NAME_RE = re.compile(r"^md(\d+|_\w+)$")
 LEVELS = (0, 1, 5, 6, 10)
-# fewest members per level, as the RAID paper builds them (seed 001, section 4.1: "RAID 5 should include
+# fewest members per level, as the RAID paper builds them (docs/sources.md, section 4.1: "RAID 5 should include
 # at least three devices", "RAID 6 ... at least four", "RAID 10 ... at least four devices")
 MIN_DEVICES = {0: 2, 1: 2, 5: 3, 6: 4, 10: 4}
 
 
-# ---- expected performance (seed 001_3c5e35f672813f81.txt, section 4.1) ------------------------
+# ---- expected performance (the RAID paper, section 4.1) -------------------------------------
 
 @dataclass(frozen=True)
 class RaidExpectation:

@@ -5,7 +5,7 @@ from ``/sys/class/zram-control/hot_add``, choose ``comp_algorithm`` *before*
 ``disksize`` (the algorithm cannot change once the device is initialised), set
 ``disksize`` (the uncompressed capacity), then mkfs and mount the block device.
 Tear-down is ``umount``, ``echo 1 > reset`` (frees the memory) and ``echo N >
-hot_remove``.  ``mount -t tmpfs /dev/zram0 DIR`` (seed 004's script) ignores the
+hot_remove``.  ``mount -t tmpfs /dev/zram0 DIR`` (the dissertation's script, docs/sources.md) ignores the
 device and mounts a plain tmpfs: zram is never used.
 
 ``mm_stat`` fields, in order: orig_data_size compr_data_size mem_used_total

@@ -27,6 +27,7 @@ from exporters.live import start_live_exporter
 from exporters.textfile import write_textfile
 from tuner.core.measure import Measurement
 from tuner.core.phases import SweepPhase
+from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_SECONDS = 20.0
@@ -105,7 +106,16 @@ def test_dashboards_against_real_prometheus(tpcc_w1, start_prometheus, mysqld_ex
         live.set_progress(0, 1, SweepPhase.MEASURE)
         result = run_tpcc(spec, measurement)
         live.set_progress(1, 1, SweepPhase.BETWEEN_CELLS)
-        time.sleep(4)  # a few more scrapes after the run
+        final = measurement.read_cumulative()[0]["new_order"]
+        final_orders = final["commit"] + final["rollback"]
+
+        def scraped_the_end() -> bool:  # a scrape after the run: the final progress and New-Order count
+            done = prom.query('max(innotier_sweep_cells_done{job="innotier"})')
+            orders = prom.query('max(innotier_tpcc_new_orders_total{job="innotier"})')
+            return bool(done and orders and float(done[0]["value"][1]) == 1.0
+                        and float(orders[0]["value"][1]) == final_orders)
+
+        wait_for(scraped_the_end, 60, "Prometheus to scrape the run's final progress and New-Order count")
         end = time.time()
 
         assert measurement.counts["new_order"]["commit"] > 0, result

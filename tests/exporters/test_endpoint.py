@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
 import socket
 import stat
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -20,6 +21,7 @@ from tuner.core.errors import UsageError
 from tuner.core.measure import Measurement
 from tuner.core.server import ConnectionSpec
 from tuner.core.phases import SweepPhase
+from waiting import wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -29,6 +31,14 @@ def fetch(url: str) -> dict[tuple[str, tuple], float]:
         text = resp.read().decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def _fetch_when_serving(url: str) -> dict[tuple[str, tuple], float] | None:
+    """The samples at url, or None while nothing listens there yet."""
+    try:
+        return fetch(url)
+    except OSError:
+        return None
 
 
 def value(samples, name, **labels):
@@ -218,14 +228,7 @@ def test_cli_unreachable_server_keeps_serving(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
     try:
         url = f"http://127.0.0.1:{listen_port}/metrics"
-        deadline = time.monotonic() + 30
-        s = None
-        while time.monotonic() < deadline and s is None:
-            try:
-                s = fetch(url)
-            except OSError:
-                time.sleep(0.2)
-        assert s is not None, "exporter did not serve"
+        s = wait_for(lambda: _fetch_when_serving(url), 30, f"the exporter to serve {url}", interval=0.2)
         assert value(s, "innotier_collector_success", collector="innodb") == 0
         assert value(s, "innotier_collector_success", collector="run_info") == 1
         assert proc.poll() is None  # still running
@@ -246,17 +249,50 @@ def test_cli_serves_sandbox(shared_sandbox):
                              "--sandbox", shared_sandbox.name], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=REPO)
     try:
-        deadline = time.monotonic() + 30
-        s = None
-        while time.monotonic() < deadline and s is None:
-            try:
-                s = fetch(f"http://127.0.0.1:{listen_port}/metrics")
-            except OSError:
-                time.sleep(0.2)
-        assert s is not None
+        url = f"http://127.0.0.1:{listen_port}/metrics"
+        s = wait_for(lambda: _fetch_when_serving(url), 30, f"the exporter to serve {url}", interval=0.2)
         assert value(s, "innotier_collector_success", collector="innodb") == 1
         # present; 0 is right in the first second after the test's sandbox started (Uptime counts whole seconds)
         assert value(s, "innotier_server_uptime_seconds", server=f"sandbox:{shared_sandbox.name}") >= 0
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def _serve(*args: str) -> tuple[subprocess.Popen, str, str]:
+    """`innotier exporter` on a free port: the process, its URL and the "serving" line it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "exporter", "--listen", "127.0.0.1:0", *args],
+                            cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = proc.stderr.readline()
+    m = re.search(r"serving (http://\S+)", line)
+    if not m:
+        proc.kill()
+        raise AssertionError(f"exporter did not start: {line}{proc.stderr.read()}")
+    return proc, m.group(1), line
+
+
+def test_exporter_finds_the_tpcc_schema_by_default(tpcc_w1, shared_sandbox):
+    proc, url, line = _serve("--sandbox", shared_sandbox.name)
+    try:
+        assert "tpcc_schema" in line and "TPC-C New-Orders from database tpcc (found on the server)" in line, line
+
+        def scraped() -> str:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                text = resp.read().decode()
+            return text if "innotier_tpcc_district_orders_total" in text else ""
+
+        text = wait_for(scraped, 30, "the exporter to serve innotier_tpcc_district_orders_total", interval=0.2)
+        assert re.search(r'^innotier_tpcc_district_orders_total\{[^}]*\} \d', text, re.M), text[-2000:]
+        assert 'innotier_collector_success{collector="tpcc_schema"} 1.0' in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_exporter_on_an_unreachable_server_keeps_the_documented_default(tmp_path):
+    proc, url, line = _serve("--socket", str(tmp_path / "no.sock"))
+    try:
+        assert "tpcc_schema" in line and "database tpcc (default; server not reachable yet)" in line, line
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import mvhelpers
+from waiting import wait_for
 
 SQL_LOG_TABLE = "CREATE TABLE mvdata_log.commits (id INT PRIMARY KEY AUTO_INCREMENT, at DOUBLE NOT NULL) ENGINE=InnoDB"
 
@@ -96,11 +97,13 @@ def test_power_loss_restores_last_consistent_sync(volatile_box, cli):
     writer = threading.Thread(target=_committer, args=(spec, stop, acked))
     writer.start()
     try:
-        time.sleep(0.5)
+        wait_for(lambda: len(acked) >= 20, 60, "the writer's first 20 acknowledged commits")
         r = cli("persist", "sync", "--backing", backing, "--json")  # a consistent copy under load
         assert r.returncode == 0, r.stderr
         gen = json.loads(r.stdout)
-        time.sleep(1.0)  # commits after the sync: these are lost
+        # commits acknowledged after the sync finished: these are lost
+        wait_for(lambda: sum(t > gen["finished_at"] for t in list(acked)) >= 20, 60,
+                 "20 commits acknowledged after the sync finished")
         status = json.loads(cli("persist", "status", "--backing", backing, "--json", check=True).stdout)
         sb.stop("kill")  # power loss: no shutdown at all
         killed_at = time.time()

@@ -98,3 +98,16 @@ def test_recorded_option_names_reject_what_the_binary_rejects():
     names = load_catalog().recorded_names(parse_target("mariadb-10.11"))
     assert "innodb_flush_method" in names and "innodb_log_file_mmap" in names
     assert "innodb_redo_log_capacity" not in names and "innodb_data_file_buffering" not in names
+
+
+def test_profile_catalog_shows_sources_short_wide_json_and_whole(cli):
+    default = cli("profile", "catalog", check=True, env={"COLUMNS": "200"}).stdout
+    assert "sources" in default and "MySQL 8.0 innodb-parameters" in default and "MariaDB docs" in default
+    assert "https://" not in default
+    wide = cli("profile", "catalog", "--wide", check=True, env={"COLUMNS": "250"}).stdout
+    assert "https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html#sysvar_innodb_page_size" in wide
+    data = json.loads(cli("profile", "catalog", "--json", check=True).stdout)
+    assert all(row["sources"] and all(u.startswith("https://") for u in row["sources"]) for row in data.values())
+    one = cli("profile", "catalog", "--option", "innodb_page_size", check=True, env={"COLUMNS": "80"}).stdout
+    assert "…" not in one and "..." not in one
+    assert "https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html#sysvar_innodb_page_size" in one.splitlines()[-2] + one.splitlines()[-1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -80,3 +81,13 @@ def test_pt_config_diff_view(tmp_path):
     a.write_text("[mysqld]\ninnodb_flush_method = O_DIRECT\ninnodb_buffer_pool_size = 512M\n")
     out = pt_config_diff(side_from_file(str(a), t), side_from_profile("ram-backed", t))
     assert "innodb_flush_method" in out and "fsync" in out
+
+
+def test_profile_diff_fits_80_columns(cli):
+    out = cli("profile", "diff", "dcpmm-4k-dwb-on-o-direct", "dcpmm-4k-dwb-off-o-direct", "--flavor", "mysql-8.0",
+              check=True, env={"COLUMNS": "80"}).stdout
+    lines = out.splitlines()
+    assert lines[0] == "A = profile dcpmm-4k-dwb-on-o-direct (mysql-8.0 (newest 8.0 release))"
+    assert lines[1] == "B = profile dcpmm-4k-dwb-off-o-direct (mysql-8.0 (newest 8.0 release))"
+    assert all(len(ln) <= 80 for ln in lines), out
+    assert re.search(r"innodb_doublewrite\s+│ ON\s+│ OFF", out), out

@@ -84,3 +84,14 @@ def test_lint_cli_exit_status_and_json(cli, tmp_path):
     good = tmp_path / "good.cnf"
     good.write_text("[mysqld]\ninnodb_buffer_pool_size = 1G\n")
     assert cli("profile", "lint", str(good), "--flavor", "mariadb-10.11").returncode == 0
+
+
+def test_profile_lint_with_a_missing_tier_says_so_and_fails(cli, tmp_path):
+    cnf = tmp_path / "my.cnf"
+    cnf.write_text("[mysqld]\ninnodb_flush_method = O_DIRECT\n")
+    missing = tmp_path / "no-such-tier"
+    r = cli("profile", "lint", str(cnf), "--flavor", "mariadb-10.11", "--tier", str(missing))
+    assert r.returncode != 0
+    assert r.stderr.count("\n") == 1 and f"--tier {missing} does not exist" in r.stderr, r.stderr
+    assert "could not probe" not in r.stdout + r.stderr
+    assert not missing.exists()  # nothing created

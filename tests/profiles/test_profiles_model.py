@@ -10,12 +10,12 @@ from tuner.core.errors import ProfileError
 
 def test_shipped_profiles_cover_the_seeds():
     by_name = {p.name: p for p in list_profiles()}
-    d = by_name["dissertation-tuning"]  # seed 004, 3.2.4
+    d = by_name["dissertation-tuning"]  # the dissertation, 3.2.4 (docs/sources.md)
     assert (d.buffer_pool_size, d.buffer_pool_instances, d.flush_method, d.extra["innodb_file_per_table"]) == \
         (2 << 30, 8, "O_DIRECT", "ON")
     matrix = {(p.page_size, p.doublewrite, p.flush_method) for p in by_name.values() if p.name.startswith("dcpmm-")}
     assert matrix == {(ps, dw, fm) for ps in (4096, 8192, 16384) for dw in ("ON", "OFF")
-                      for fm in ("O_DIRECT", "O_DIRECT_NO_FSYNC")}  # seed 000, 4.5
+                      for fm in ("O_DIRECT", "O_DIRECT_NO_FSYNC")}  # the DCPMM paper, 4.5
     for tier in ("ssd-default", "ram-backed", "dax-pmem"):
         assert tier in by_name
     assert by_name["dax-pmem"].page_size == 4096 and by_name["dax-pmem"].doublewrite == "ON"

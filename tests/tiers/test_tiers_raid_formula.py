@@ -1,4 +1,4 @@
-"""The RAID paper's expected-performance formulas (seed 001, section 4.1), checked on its own numbers.
+"""The RAID paper's expected-performance formulas (section 4.1; the paper: docs/sources.md), checked on its own numbers.
 
 Single Intel Optane SSD 900P (Table 1 text): 2.5 GB/s sequential read, 2.4 GB/s sequential write
 (direct I/O).  The abstract: software overhead "reduced the performance by up to 75%, 52%, 76%, 91%,

@@ -1,7 +1,7 @@
 """TPC-C fidelity on a real W=1 schema, both modes: New-Order's rollback, the display output of each
 transaction against the rows, lock order inside the database, retries that run out.
 
-Issue 15, fixes 1, 2, 5 and 6 (the deck, tpmC and restarts are in test_run.py).
+The deck, tpmC and restarts are in test_run.py.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ assertions do not depend on what other tests' runs did to the shared ``tpcc``.
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import pytest
@@ -168,3 +169,21 @@ def test_result_is_json_serialisable(loaded):
     d = json.loads(json.dumps(result.to_dict()))
     assert d["verified"] is True and d["row_counts"]["stock"] == 100000
     assert {r["clause"] for r in d["checks"]["results"]} >= {"3.3.2.1", "3.3.2.4", "4.3.2.3"}
+
+
+def test_tpcc_load_progress_never_passes_100_percent_and_bars_come_first(shared_sandbox, cli):
+    """Piped, as in a CI log: every bar at done/total with done <= total, then the "loaded in" line."""
+    db = "nc_progress"
+    try:
+        r = cli("tpcc", "load", "--sandbox", shared_sandbox.name, "-w", "1", "--database", db, check=True)
+        lines = r.stdout.splitlines()
+        bars = [(i, m) for i, ln in enumerate(lines) if (m := re.search(r"(\d+)/(\d+)\s+\d+:\d\d:\d\d", ln))]
+        assert len(bars) == 9, r.stdout  # one per TPC-C table
+        for _, m in bars:
+            assert int(m.group(1)) == int(m.group(2)), m.group(0)  # finished tables: exactly 100%
+        loaded = next(i for i, ln in enumerate(lines) if ln.startswith("loaded in "))
+        assert loaded > max(i for i, _ in bars), r.stdout
+    finally:
+        conn = shared_sandbox.connection_spec().connect()
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
@@ -141,7 +140,7 @@ def kill_sandbox(innotier_home):
 
 
 def test_run_rides_through_a_server_restart(kill_sandbox):
-    """Issue 16: a restart mid-run costs the transactions in flight (errors), not the run."""
+    """A restart mid-run costs the transactions in flight (errors), not the run."""
     spec = kill_sandbox.connection_spec("tpcc")
     m = Measurement()
     points = []
@@ -176,12 +175,12 @@ def test_server_killed_mid_run_keeps_the_partial_timeline(kill_sandbox):
         if len(points) == 3:
             kill_sandbox.stop("kill")
 
-    t0 = time.monotonic()
     r = driver.run(spec, RunConfig(clients=4, warmup=1, duration=60, interval=1, mode="procedures",
                                    outage_limit=3), on_interval=on_interval)
-    assert time.monotonic() - t0 < 45  # ended early, not after the 60 s asked for
+    # ended by the outage limit, not by the 60 s asked for: only the "lost" path sets this failure
     assert r.complete is False
     assert "did not come back" in r.failure and "stayed away for more than 3 s" in r.failure
     assert len(r.timeline) >= 3 and r.timeline[0]["tpmc"] > 0
     assert sum(r.counts[op]["commit"] for op in OPS) > 0
-    assert 3 <= r.measured_seconds < 40
+    # the measured window is kept up to the failure: it covers every interval of the partial timeline
+    assert r.measured_seconds >= r.timeline[-1]["t"] > 0

@@ -1,6 +1,6 @@
 """A fair side-by-side TPC-C comparison: innotier's driver against the peers, each on its own fresh server.
 
-The protocol (issue 15), the same for every driver:
+The protocol, the same for every driver:
 
 * a fresh sandbox per driver, holding only that driver's W=4 schema, all with the
   same server settings (``SERVER_OPTIONS``);

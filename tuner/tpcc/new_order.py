@@ -49,7 +49,7 @@ from tuner.tpcc.terminal import ITEMS, Terminal
 OP = "new_order"
 PROCEDURE = "tpcc_new_order"
 UNUSED_ITEM_ID = ITEMS + 1  # 2.4.1.5: "an unused value for OL_I_ID"
-# How the lines are processed and who orders them: recorded in every result (issue 15, fix 6).
+# How the lines are processed and who orders them: recorded in every result.
 LINE_ORDER = ("item ids distinct within an order (as go-tpc); the procedure / statement sequence sorts the "
               "lines by (supply warehouse, item) before touching stock, so stock rows lock in one order")
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from profiles.catalog import load_catalog
 from tuner.core.datadir import datadir_page_size

@@ -142,10 +142,6 @@ class Session:
             st.free_result()
         return self.low.affected_rows()
 
-    @property
-    def prepared_count(self) -> int:
-        return len(self._stmts)
-
     def close(self) -> None:
         try:
             self._conn.close()

@@ -92,7 +92,8 @@ def run_ours(sb, warehouses: int, jobs: int | None, bulk: bool) -> dict:
     pid = sb.running_pid()
     c0, s0 = server_cpu(pid), self_cpu()
     r = load(spec, warehouses, database="tpcc", jobs=jobs, drop=True, progress=False, bulk=bulk)
-    return {"load_s": r.seconds - r.verify_seconds, "total_s": r.seconds, "server_cpu": server_cpu(pid) - c0,
+    return {"load_s": r.seconds - r.verify_seconds, "total_s": r.seconds, "verify_s": r.verify_seconds,
+            "server_cpu": server_cpu(pid) - c0,
             "client_cpu": self_cpu() - s0, "verified": r.verified, "jobs": r.jobs}
 
 
@@ -182,7 +183,8 @@ def main() -> int:
                     cmds, cwd = peer_commands(name, path, sb, args.warehouses, args.peer_jobs)
                     r = run_peer(sb, name, cmds, cwd)
                 results[name].append(r)
-                extra = f", with verification {r['total_s']:.1f} s" if r["total_s"] else ""
+                extra = (f", with verification {r['total_s']:.1f} s (verification {r['verify_s']:.1f} s = "
+                         f"{r['verify_s'] / r['load_s']:.2f}x the load)") if r["total_s"] else ""
                 print(f"  {name} run {i + 1}: load {r['load_s']:.1f} s{extra}; server CPU {r['server_cpu']:.1f} s, "
                       f"client CPU {r['client_cpu']:.1f} s; load average {os.getloadavg()[0]:.1f}", flush=True)
 

@@ -101,12 +101,6 @@ class Host:
 
     def meminfo(self) -> dict[str, int]:
         return read_meminfo(self.proc_root)
-        for line in text.splitlines():
-            key, _, rest = line.partition(":")
-            parts = rest.split()
-            if parts and parts[0].isdigit():
-                out[key.strip()] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
-        return out
 
     def block_devices(self) -> list[str]:
         try:

@@ -7,22 +7,12 @@ import json
 import pytest
 
 from tuner.core.errors import WorkloadError
+from sqlhelpers import execute
 from tuner.tpcc import schema
 from tuner.tpcc.check import run_checks
 
 COPY = "tpcc_corrupt"
 PLANTED: dict[str, int] = {}  # the new_order row the fixture deleted
-
-
-def execute(spec, *statements):
-    conn = spec.connect()
-    try:
-        cur = conn.cursor()
-        for s in statements:
-            cur.execute(s)
-        return cur.fetchall() if cur.with_rows else None
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from sqlhelpers import execute
 from tuner.tpcc import schema
 from tuner.tpcc.check import CHECKS, IMPLIED_AT_LOAD
 from tuner.tpcc.load_check import verify_load
@@ -36,19 +37,6 @@ PLANTED = [
      {"3.3.2.8", "3.3.2.9", "4.3.3.1/history"}),
     ("UPDATE stock SET s_quantity = 5 WHERE s_w_id = 1 AND s_i_id = 7", {"4.3.3.1/fractions"}),
 ]
-
-
-def execute(spec, *statements):
-    conn = spec.connect()
-    try:
-        cur = conn.cursor()
-        for s in statements:
-            cur.execute(s)
-        rows = cur.fetchall() if cur.with_rows else None
-        conn.commit()
-        return rows
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="module")

@@ -130,6 +130,13 @@ def peer_commands(name: str, path: str, sb, warehouses: int, jobs: int) -> tuple
     raise ValueError(name)
 
 
+def print_run(name: str, i: int, r: dict) -> None:
+    extra = (f", with verification {r['total_s']:.1f} s (verification {r['verify_s']:.1f} s = "
+             f"{r['verify_s'] / r['load_s']:.2f}x the load)") if r["total_s"] else ""
+    print(f"  {name} run {i + 1}: load {r['load_s']:.1f} s{extra}; server CPU {r['server_cpu']:.1f} s, "
+          f"client CPU {r['client_cpu']:.1f} s; load average {os.getloadavg()[0]:.1f}", flush=True)
+
+
 def summary(values: list[float]) -> str:
     if not values:
         return "-"
@@ -183,10 +190,7 @@ def main() -> int:
                     cmds, cwd = peer_commands(name, path, sb, args.warehouses, args.peer_jobs)
                     r = run_peer(sb, name, cmds, cwd)
                 results[name].append(r)
-                extra = (f", with verification {r['total_s']:.1f} s (verification {r['verify_s']:.1f} s = "
-                         f"{r['verify_s'] / r['load_s']:.2f}x the load)") if r["total_s"] else ""
-                print(f"  {name} run {i + 1}: load {r['load_s']:.1f} s{extra}; server CPU {r['server_cpu']:.1f} s, "
-                      f"client CPU {r['client_cpu']:.1f} s; load average {os.getloadavg()[0]:.1f}", flush=True)
+                print_run(name, i, r)
 
         print(f"\nTPC-C load, W={args.warehouses} (min median max over {args.runs} runs)")
         print(f"{'loader':<15} {'load s':>20} {'load+verify s':>20} {'server CPU s':>20} {'client CPU s':>20}")

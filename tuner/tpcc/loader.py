@@ -1,6 +1,6 @@
 """Load a TPC-C database: generated on the server, one bulk transaction per table, verified at the end.
 
-How it is fast (W=4 in a few seconds on 2 shared cores; the peers took 12-173 s):
+How it is fast (bench/load_bench.py measures it against the peers):
 
 * **No rows cross the wire.**  Every table is filled by ``INSERT ... SELECT`` over a
   numbers table, with the values computed by the server (RAND(), string functions).

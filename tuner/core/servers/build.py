@@ -304,6 +304,9 @@ def install_from_archive(file: str | os.PathLike, name: str | None = None,
     if name and get(name).name != top:
         raise UsageError(f"{path} holds {top}, not {name}; give the archive of {name} or leave out the name")
     plan = plan_install(top)
+    if plan.already_installed:  # an archive would replace the tree: only on request
+        raise UsageError(f"server {top} is already installed in {plan.target}; to replace it from {path.name}, "
+                         f"remove it first with `innotier server remove {top}`")
     staging = servers_dir() / f".import-{top}"
     if staging.exists():
         shutil.rmtree(staging)

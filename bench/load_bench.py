@@ -91,7 +91,8 @@ def run_ours(sb, warehouses: int, jobs: int | None, bulk: bool) -> dict:
     pid = sb.running_pid()
     c0, s0 = server_cpu(pid), self_cpu()
     r = load(spec, warehouses, database="tpcc", jobs=jobs, drop=True, progress=False, bulk=bulk)
-    return {"load_s": r.seconds - r.verify_seconds, "total_s": r.seconds, "server_cpu": server_cpu(pid) - c0,
+    return {"load_s": r.seconds - r.verify_seconds, "total_s": r.seconds, "verify_s": r.verify_seconds,
+            "server_cpu": server_cpu(pid) - c0,
             "client_cpu": self_cpu() - s0, "verified": r.verified, "jobs": r.jobs}
 
 
@@ -126,6 +127,13 @@ def peer_commands(name: str, path: str, sb, warehouses: int, jobs: int) -> tuple
                  f"--mysql-user={BENCH_USER}", f"--mysql-db={db}", "--tables=1", f"--scale={warehouses}",
                  f"--threads={jobs}", "prepare"]], path
     raise ValueError(name)
+
+
+def print_run(name: str, i: int, r: dict) -> None:
+    extra = (f", with verification {r['total_s']:.1f} s (verification {r['verify_s']:.1f} s = "
+             f"{r['verify_s'] / r['load_s']:.2f}x the load)") if r["total_s"] else ""
+    print(f"  {name} run {i + 1}: load {r['load_s']:.1f} s{extra}; server CPU {r['server_cpu']:.1f} s, "
+          f"client CPU {r['client_cpu']:.1f} s; load average {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def summary(values: list[float]) -> str:
@@ -181,9 +189,7 @@ def main() -> int:
                     cmds, cwd = peer_commands(name, path, sb, args.warehouses, args.peer_jobs)
                     r = run_peer(sb, name, cmds, cwd)
                 results[name].append(r)
-                extra = f", with verification {r['total_s']:.1f} s" if r["total_s"] else ""
-                print(f"  {name} run {i + 1}: load {r['load_s']:.1f} s{extra}; server CPU {r['server_cpu']:.1f} s, "
-                      f"client CPU {r['client_cpu']:.1f} s; load average {os.getloadavg()[0]:.1f}", flush=True)
+                print_run(name, i, r)
 
         print(f"\nTPC-C load, W={args.warehouses} (min median max over {args.runs} runs)")
         print(f"{'loader':<15} {'load s':>20} {'load+verify s':>20} {'server CPU s':>20} {'client CPU s':>20}")

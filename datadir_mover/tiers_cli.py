@@ -95,16 +95,18 @@ def _add_ramdisk_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_pmem_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source", choices=PMEM_SOURCES, default="memmap",
+    parser.add_argument("--source", choices=PMEM_SOURCES, default=None,
                         help="memmap: DRAM reserved with the memmap= kernel parameter (emulation, volatile); "
-                             "nvdimm: a real NVDIMM/Optane DCPMM region")
+                             "nvdimm: a real NVDIMM/Optane DCPMM region (default: nvdimm when ndctl lists a "
+                             "region, else memmap)")
     parser.add_argument("--memmap", default="4G!12G", metavar="SIZE!OFFSET",
                         help="memmap= value to reserve (memmap source; default 4G!12G: 4 GiB at 12 GiB); "
                              "the range must lie in usable RAM (see the BIOS-e820 lines in dmesg)")
     parser.add_argument("--namespace", default="namespace0.0", help="namespace to reconfigure (memmap source)")
     parser.add_argument("--region", default="region0", help="region to carve the namespace from (nvdimm source)")
     parser.add_argument("--size", help="namespace size (nvdimm source; default: the whole region)")
-    parser.add_argument("--device", default="/dev/pmem0", help="the resulting block device (default /dev/pmem0)")
+    parser.add_argument("--device", default=None,
+                        help="the resulting block device (default /dev/pmemN for region N, /dev/pmem0 for memmap)")
     parser.add_argument("--fs", default="ext4", choices=DAX_FILESYSTEMS, help="DAX-capable file system")
     parser.add_argument("--mount", required=True, metavar="PATH", help="empty directory to mount it on")
     parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")

@@ -33,7 +33,8 @@ from tuner.core.phases import SweepPhase
 
 from exporters.collectors import Scrape, build_sources
 from exporters.collectors.tpcc import TpccCollector
-from exporters.listen import MetricsServer, serve
+from exporters.endpoint import open_endpoint
+from exporters.listen import MetricsServer
 from exporters.naming import driver_id_from
 from exporters.state import RunState
 from tuner.core.measure import Measurement
@@ -131,15 +132,8 @@ def start_live_exporter(measurement: Measurement | None, listen: str, run_info: 
     driver = driver_id or driver_id_from(run_info)
     state = RunState(run_info)
     sources = build_sources(measurement=measurement, spec=spec, state=state, driver_id=driver)
-    scrape = Scrape(sources, log_level=logging.DEBUG)  # failures show as innotier_collector_success 0
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(scrape)
-    try:
-        server = serve(registry, listen)
-    except BaseException:
-        scrape.close()
-        raise
-    handle = LiveExporter(registry=registry, scrape=scrape, state=state, server=server, driver_id=driver)
+    ep = open_endpoint(sources, listen, log_level=logging.DEBUG)  # failures show as innotier_collector_success 0
+    handle = LiveExporter(registry=ep.registry, scrape=ep.scrape, state=state, server=ep.server, driver_id=driver)
     if measurement is not None:
         measurement.subscribe(handle._on_interval)
     handle._sample()

@@ -50,10 +50,6 @@ RUN_INFO_LABELS: tuple[str, ...] = (
     "driver", "mode", "profile", "flavor", "version", "sweep", "cell",
 )
 
-# The collectors (exporters/collectors/__init__.py COLLECTORS), named here so the CLI can list
-# them without importing prometheus_client.
-COLLECTOR_NAMES: tuple[str, ...] = ("tpcc", "run_info", "sweep", "innodb", "tpcc_schema")
-
 DEFAULT_DRIVER_ID = "0"
 DEFAULT_LISTEN = "127.0.0.1:9623"
 

@@ -17,8 +17,9 @@ from prometheus_client import CollectorRegistry
 
 from tuner.core.errors import ServerError
 
-from exporters.collectors import Scrape, build_sources
-from exporters.listen import MetricsServer, parse_listen, serve
+from exporters.collectors import Scrape, build_sources, check_names
+from exporters.endpoint import open_endpoint
+from exporters.listen import MetricsServer, parse_listen
 from exporters.naming import DEFAULT_DRIVER_ID
 from exporters.state import RunState
 
@@ -66,21 +67,20 @@ def with_tpcc_default(spec):
     return spec, f"no {DEFAULT_TPCC_DATABASE} schema on the server (name one with --database)"
 
 
+def check_input(listen: str, disabled: list[str] | tuple[str, ...]) -> None:
+    """The address and the collector names, before anything connects or listens."""
+    parse_listen(listen)
+    check_names(disabled)
+
+
 def start_standalone(listen: str, spec, info: dict | None = None, disabled: tuple[str, ...] = (),
                      driver_id: str = DEFAULT_DRIVER_ID) -> StandaloneExporter:
     addr = parse_listen(listen)  # validate before connecting anywhere
     state = RunState(info)
     sources = [s for s in build_sources(spec=spec, state=state, driver_id=driver_id, disabled=disabled)
                if s.name != "sweep"]
-    scrape = Scrape(sources)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(scrape)
-    try:
-        server = serve(registry, addr)
-    except BaseException:
-        scrape.close()
-        raise
-    return StandaloneExporter(registry=registry, scrape=scrape, server=server)
+    ep = open_endpoint(sources, addr)
+    return StandaloneExporter(registry=ep.registry, scrape=ep.scrape, server=ep.server)
 
 
 def serve_forever(exporter: StandaloneExporter, describe: str) -> int:

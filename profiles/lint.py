@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from profiles.catalog import load_catalog
 from tuner.core.datadir import datadir_page_size
@@ -22,9 +21,8 @@ from profiles.target import Target, make_target
 from tuner.core.errors import ProfileError
 from tuner.core.server import Flavor, Version
 from tuner.core.units import PAGE_SIZES, human_size
-from tuner.core.probe import mount_of, probe_o_direct
+from tuner.core.probe import mount_of, probe_o_direct, read_meminfo
 
-SEVERITIES = ("error", "warning", "info")
 PAPER = "DCPMM paper (Electronics 2021) section 4.5"
 
 
@@ -39,16 +37,6 @@ class Finding:
     def to_dict(self) -> dict:
         return {"severity": self.severity, "option": self.option, "reason": self.reason, "fix": self.fix,
                 "where": self.where}
-
-
-def mem_total(meminfo: str = "/proc/meminfo") -> int | None:
-    try:
-        for line in Path(meminfo).read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 # ---------------------------------------------------------------------------
@@ -169,9 +157,9 @@ def _page_size_check(options: dict[str, str], target: Target, datadir: str | Non
                     where.get("innodb_page_size"))]
 
 
-def _memory_check(options: dict[str, str], target: Target, meminfo: str, where: dict[str, str]) -> list[Finding]:
+def _memory_check(options: dict[str, str], target: Target, proc_root: str, where: dict[str, str]) -> list[Finding]:
     size = _effective(options, "innodb_buffer_pool_size", target)
-    total = mem_total(meminfo)
+    total = read_meminfo(proc_root).get("MemTotal")
     if size is None or total is None or not size.isdigit():
         return []
     if int(size) > total:
@@ -277,7 +265,7 @@ def _status(option: str, target: Target) -> str | None:
 
 def lint_options(options: dict[str, str], flavor: Flavor, version: Version, tier_path: str | None = None,
                  datadir: str | None = None, where: dict[str, str] | None = None, loose: set[str] | None = None,
-                 meminfo: str = "/proc/meminfo", mounts=None) -> list[Finding]:
+                 proc_root: str = "/proc", mounts=None) -> list[Finding]:
     """Findings for an in-memory option set ([mysqld] names -> values; a value-less switch is "")."""
     target = make_target(flavor, version)
     where = where or {}
@@ -292,14 +280,14 @@ def lint_options(options: dict[str, str], flavor: Flavor, version: Version, tier
                                 "innodb_redo_log_capacity is set", "remove innodb_log_file_size",
                                 where.get("innodb_log_file_size")))
     findings += _page_size_check(opts, target, datadir, where)
-    findings += _memory_check(opts, target, meminfo, where)
+    findings += _memory_check(opts, target, proc_root, where)
     findings += _o_direct_check(opts, target, _probe_dirs(opts, tier_path, datadir), where)
     findings += _dax_check(opts, target, tier_path, mounts, where)
     return findings
 
 
 def lint_file(path: str | os.PathLike, flavor: Flavor, version: Version, tier_path: str | None = None,
-              datadir: str | None = None, meminfo: str = "/proc/meminfo", mounts=None) -> list[Finding]:
+              datadir: str | None = None, proc_root: str = "/proc", mounts=None) -> list[Finding]:
     """Findings for an option file and everything it includes (server groups of the target only)."""
     target = make_target(flavor, version)
     p = os.fspath(path)
@@ -328,7 +316,7 @@ def lint_file(path: str | os.PathLike, flavor: Flavor, version: Version, tier_pa
     where = {name: ln.where for name, ln in chosen.items()}
     loose = {name for name, ln in chosen.items() if ln.prefix.startswith("loose")}
     findings += lint_options(options, target.flavor, target.version, tier_path=tier_path, datadir=datadir,
-                             where=where, loose=loose, meminfo=meminfo, mounts=mounts)
+                             where=where, loose=loose, proc_root=proc_root, mounts=mounts)
     return findings
 
 

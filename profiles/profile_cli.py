@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from tuner.core.cliutil import add_connection_args, connection_from_args, parse_key_values, print_json, print_table
 from profiles.recorded import RECORDED_SERIES, check_series, load_recording
-from profiles.target import parse_target
 from tuner.core.errors import ProfileError, UsageError
 from profiles.model import list_profiles, load_profile, profile_from_mapping
-from profiles.render import header_for, render, render_option_file
+from profiles.render import header_for, render, render_option_file, target_in_header
 from profiles.target import make_target, parse_target
 from tuner.core.durable import write_atomic
 from tuner.core.server import inspect
@@ -52,7 +52,8 @@ def register(sub) -> None:
     li = s.add_parser("lint", help="check an option file against the catalog and the target server, datadir and tier",
                       description="Exit status 1 when there are errors.")
     li.add_argument("file", help="my.cnf or conf.d file (!include / !includedir are followed)")
-    li.add_argument("--flavor", help="target, e.g. mariadb-10.11 (or use --server)")
+    li.add_argument("--flavor", help="target, e.g. mariadb-10.11 (default: the 'target:' line of a file "
+                                     "`profile generate` wrote; or use --server)")
     li.add_argument("--server", action="store_true", help="take flavor, version and datadir from a live server")
     li.add_argument("--tier", metavar="PATH", help="where the data files live or will live (O_DIRECT probe, DAX checks)")
     li.add_argument("--datadir", metavar="PATH", help="an existing datadir to compare the page size with")
@@ -154,13 +155,18 @@ def cmd_generate(args) -> int:
 
 
 def _lint_target(args):
+    """The target: --server's, --flavor, else the `target:` line a generated file's header carries."""
+    if not os.path.isfile(args.file):
+        raise ProfileError(f"option file {args.file} does not exist; give the path of a my.cnf or conf.d file")
     if args.server:
         model = inspect(connection_from_args(args))
         t = make_target(model.flavor, model.version)
         return t, args.datadir or (model.datadir if os.path.isdir(model.datadir) else None)
-    if not args.flavor:
-        raise UsageError("no target; give --flavor (e.g. mariadb-10.11) or --server with connection options")
-    return parse_target(args.flavor), args.datadir
+    flavor = args.flavor or target_in_header(Path(args.file).read_text(errors="replace"))
+    if not flavor:
+        raise UsageError(f"no target; {args.file} has no '# target:' header line, so give --flavor "
+                         "(e.g. mariadb-10.11) or --server with connection options")
+    return parse_target(flavor), args.datadir
 
 
 def cmd_lint(args) -> int:
@@ -277,10 +283,11 @@ def cmd_catalog(args) -> int:
                 print(f"  {r['flavor']} {span}: {r['source']}")
         return 0
     cov = cat.coverage()
-    if args.json:
-        print_json({o: {**row, "sources": cat.sources_for(o)} for o, row in cov.items()})
-        return 0
     cols = list(next(iter(cov.values())).keys())
+    if args.json:
+        print_json({"options": {o: {**row, "sources": cat.sources_for(o)} for o, row in cov.items()},
+                    "verified": verified_counts(cat, cols)})
+        return 0
     cite = (lambda url: url) if args.wide else short_source
     rows = [{"option": o, **row, "sources": "\n".join(dict.fromkeys(cite(u) for u in cat.sources_for(o)))}
             for o, row in cov.items()]

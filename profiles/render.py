@@ -214,6 +214,21 @@ def render_option_file(options: dict[str, str], header_lines: list[str] | tuple[
     return "\n".join(lines) + "\n"
 
 
+TARGET_HEADER = "target: "
+
+
+def target_in_header(text: str) -> str | None:
+    """The target label (e.g. ``mariadb-10.11``) of a file ``render_option_file`` wrote with ``header_for``."""
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            return None  # the header is the leading comment block
+        body = line[1:].strip()
+        if body.startswith(TARGET_HEADER):
+            words = body[len(TARGET_HEADER):].split()
+            return words[0] if words else None
+    return None
+
+
 def profile_origin(profile: Profile) -> str:
     """Where a profile came from, without machine-specific paths for shipped ones (keeps output deterministic)."""
     src = profile.source or "command line"
@@ -228,7 +243,7 @@ def profile_origin(profile: Profile) -> str:
 
 
 def header_for(profile: Profile, rendered: Rendered) -> list[str]:
-    lines = [f"profile: {profile.name} ({profile_origin(profile)})", f"target: {rendered.target.describe()}"]
+    lines = [f"profile: {profile.name} ({profile_origin(profile)})", f"{TARGET_HEADER}{rendered.target.describe()}"]
     if profile.cites:
         lines.append(f"cites: {profile.cites}")
     lines.append("inputs: " + "; ".join(profile.inputs()) if profile.inputs() else "inputs: (none)")

@@ -50,6 +50,7 @@ def _progress(msg: str) -> None:
 
 
 def cmd_install(args) -> int:
+    verb = "installed"
     if args.from_archive:
         srv = build.install_from_archive(args.from_archive, name=args.name, progress=_progress)
     else:
@@ -60,8 +61,9 @@ def cmd_install(args) -> int:
         if args.dry_run:
             return 0
         srv = build.install(plan, progress=_progress)
+        verb = "already installed, verified:" if plan.already_installed else verb
     m = srv.manifest
-    print(f"installed {srv.dist.name}: {m.version_string.split('Ver', 1)[-1].strip()} "
+    print(f"{verb} {srv.dist.name}: {m.version_string.split('Ver', 1)[-1].strip()} "
           f"({', '.join(f'{k} {v}' for k, v in m.packages.items())}) in {srv.root}")
     return 0
 

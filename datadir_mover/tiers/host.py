@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from tuner.core.probe import MountEntry, parse_mounts
+from tuner.core.probe import MountEntry, parse_mounts, read_meminfo
 
 # A runner takes an argv and returns the command's stdout, or None when the tool
 # is missing or fails (detection then falls back to the other sources).
@@ -100,18 +100,7 @@ class Host:
             return None
 
     def meminfo(self) -> dict[str, int]:
-        """/proc/meminfo in bytes (the kernel prints kB = KiB)."""
-        out: dict[str, int] = {}
-        try:
-            text = self.proc("meminfo").read_text()
-        except OSError:
-            return out
-        for line in text.splitlines():
-            key, _, rest = line.partition(":")
-            parts = rest.split()
-            if parts and parts[0].isdigit():
-                out[key.strip()] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
-        return out
+        return read_meminfo(self.proc_root)
 
     def block_devices(self) -> list[str]:
         try:

@@ -97,6 +97,46 @@ def parse_ndctl_namespaces(text: str) -> list[PmemInfo]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class NdRegion:
+    """A region of `ndctl list --regions --buses`: what a namespace can be carved from."""
+
+    dev: str
+    provider: str | None  # the bus: ACPI.NFIT for NVDIMMs (real, or qemu's), e820 for memmap= emulation
+    type: str | None
+    size: int | None
+    available: int | None
+
+
+def parse_ndctl_regions(text: str) -> list[NdRegion]:
+    out: list[NdRegion] = []
+
+    def add(region: dict, provider: str | None) -> None:
+        out.append(NdRegion(region["dev"], provider, region.get("type"), parse_size_value(region.get("size")),
+                            parse_size_value(region.get("available_size"))))
+
+    for doc in parse_json_stream(text):
+        for item in doc if isinstance(doc, list) else [doc]:
+            if not isinstance(item, dict):
+                continue
+            if "regions" in item:
+                for region in item["regions"]:
+                    add(region, item.get("provider"))
+            elif str(item.get("dev", "")).startswith("region"):
+                add(item, None)
+    return out
+
+
+def nvdimm_region(host: Host, wanted: str) -> NdRegion | None:
+    """The NVDIMM pmem region to use: ``wanted`` if it is one, else the one with the most free space."""
+    regions = [r for r in parse_ndctl_regions(host.tool("ndctl", "list", "--regions", "--buses") or "")
+               if r.provider != "e820" and r.type == "pmem"]
+    named = [r for r in regions if r.dev == wanted]
+    if named:
+        return named[0]
+    return max(regions, key=lambda r: r.available or 0, default=None)
+
+
 def parse_daxctl_devices(text: str) -> list[dict]:
     """`daxctl list` (devices, or regions with devices) -> [{"chardev", "size", "mode", "target_node"}]."""
     out = []
@@ -218,7 +258,7 @@ class PmemProvider(TierProvider):
         return out
 
     def plan_create(self, request: PmemCreate, host: Host) -> Plan:
-        args = request
+        args, region, chose = _resolve_source(request, host)
         if args.source not in PMEM_SOURCES:
             raise UsageError(f"persistent-memory source {args.source!r} is unknown; choose one of {', '.join(PMEM_SOURCES)}")
         check_fs(args.fs, DAX_FILESYSTEMS, "DAX")
@@ -232,9 +272,10 @@ class PmemProvider(TierProvider):
         device = args.device
         name = device.rsplit("/", 1)[-1]
         plan = Plan(title=f"create a DAX {args.fs} tier on {device} ({args.source}) at {mountpoint}")
+        plan.notes += chose
         plan.blockers += root_blocker()
         have_device = host.sys("block", name).exists() and (not host.live or os.path.exists(device))
-        have_region = host.sys("bus", "nd", "devices", args.region).exists()
+        have_region = region is not None or host.sys("bus", "nd", "devices", args.region).exists()
         # an NVDIMM's block device appears only when the namespace is created: the region is what must exist
         if not have_device and not (args.source == "nvdimm" and have_region):
             existing = sorted(glob.glob("/dev/pmem*")) if host.live else []
@@ -278,6 +319,27 @@ class PmemProvider(TierProvider):
 
     def destroy_steps(self, tier: Tier, host: Host) -> list[Step]:
         return super().destroy_steps(tier, host)  # the namespace stays; `ndctl destroy-namespace` is the user's call
+
+
+def _resolve_source(request: PmemCreate, host: Host) -> tuple[PmemCreate, NdRegion | None, list[str]]:
+    """(the request with source, region and device decided, the NVDIMM region if one is used, notes saying which).
+
+    Without a source, a host with an NVDIMM region (``ndctl list --regions``) uses it; only a host without
+    one gets memmap= emulation, which needs a reboot."""
+    region = nvdimm_region(host, request.region) if request.source in (None, "nvdimm") else None
+    source = request.source or ("nvdimm" if region else "memmap")
+    notes = []
+    if request.source is None and region is not None:
+        free = f", {format_size(region.available)} free" if region.available is not None else ""
+        notes.append(f"using the NVDIMM region {region.dev} ({region.provider or 'unknown bus'}{free}); "
+                     "no memmap= emulation or reboot needed (--source memmap to emulate anyway)")
+    elif request.source is None:
+        notes.append("no NVDIMM region (ndctl list --regions shows none): emulating persistent memory with "
+                     f"memmap={request.memmap}")
+    region_name = region.dev if region is not None else request.region
+    device = request.device or (f"/dev/pmem{region_name.removeprefix('region')}" if source == "nvdimm"
+                                else "/dev/pmem0")
+    return dataclasses.replace(request, source=source, region=region_name, device=device), region, notes
 
 
 def _devdax_tier(chardev: str, size: int | None, info: PmemInfo | None) -> Tier:

@@ -8,7 +8,6 @@ from datadir_mover.tiers import block, pmem, raid, ramdisk, zram
 from datadir_mover.tiers.base import TierProvider
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import Tier
-from tuner.core.errors import TierError
 
 PROVIDERS: tuple[TierProvider, ...] = (
     zram.PROVIDER,      # zram
@@ -22,13 +21,6 @@ PROVIDERS: tuple[TierProvider, ...] = (
 def creatable() -> dict[str, TierProvider]:
     """`tiers create KIND`: the kinds innotier can provision."""
     return {p.name: p for p in PROVIDERS if p.create_help}
-
-
-def provider_named(name: str) -> TierProvider:
-    for p in PROVIDERS:
-        if p.name == name:
-            return p
-    raise TierError(f"unknown tier kind {name!r}; choose one of {', '.join(p.name for p in PROVIDERS)}")
 
 
 def provider_for(mount: MountEntry | None, device_name: str | None, host: Host) -> TierProvider:

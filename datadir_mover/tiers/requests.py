@@ -31,12 +31,12 @@ class RamdiskCreate:
 @dataclass(frozen=True)
 class PmemCreate:
     mount: str
-    source: str = "memmap"           # memmap (DRAM emulation) or nvdimm
+    source: str | None = None        # memmap (DRAM emulation) or nvdimm; None: an NVDIMM region if any, else memmap
     memmap: str = "4G!12G"           # memmap= reservation SIZE!OFFSET (memmap source)
     namespace: str = "namespace0.0"  # namespace to reconfigure (memmap source)
     region: str = "region0"          # region to carve the namespace from (nvdimm source)
     size_bytes: int | None = None    # namespace size (nvdimm source; None: the whole region)
-    device: str = "/dev/pmem0"       # the resulting block device
+    device: str | None = None        # the resulting block device (None: /dev/pmemN of region N, /dev/pmem0 for memmap)
     fs: str = "ext4"
     options: tuple[str, ...] = ()
 

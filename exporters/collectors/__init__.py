@@ -14,7 +14,6 @@ from exporters.collectors.run_info import RunInfoCollector
 from exporters.collectors.sweep import SweepCollector
 from exporters.collectors.tpcc import TpccCollector
 from exporters.collectors.tpcc_schema import TpccSchemaCollector
-from exporters.naming import COLLECTOR_NAMES
 from tuner.core.errors import UsageError
 
 
@@ -25,15 +24,18 @@ COLLECTOR_CLASSES: tuple[type[SourceCollector], ...] = (
 )
 COLLECTORS: dict[str, type[SourceCollector]] = {cls.name: cls for cls in COLLECTOR_CLASSES}
 
-assert tuple(COLLECTORS) == COLLECTOR_NAMES, "keep exporters.naming.COLLECTOR_NAMES in step with COLLECTOR_CLASSES"
+
+def check_names(names: tuple[str, ...] | list[str], option: str = "--no-collector") -> None:
+    """Refuse collector names the registry does not have, naming the ones it has."""
+    unknown = sorted(set(names) - set(COLLECTORS))
+    if unknown:
+        raise UsageError(f"{option}: unknown collector(s) {', '.join(unknown)}; known: {', '.join(COLLECTORS)}")
 
 
 def build_sources(*, measurement=None, spec=None, state=None, driver_id: str = "0",
                   disabled: tuple[str, ...] = ()) -> list[SourceCollector]:
     """The source collectors for what is available (a Measurement, a server, run state)."""
-    unknown = set(disabled) - set(COLLECTORS)
-    if unknown:
-        raise UsageError(f"unknown collector(s) {', '.join(sorted(unknown))}; known: {', '.join(COLLECTORS)}")
+    check_names(disabled)
     available = Available(measurement=measurement, connection=ServerConnection(spec) if spec is not None else None,
                           database=spec.database if spec is not None else None, run_state=state,
                           driver_id=driver_id)
@@ -41,4 +43,5 @@ def build_sources(*, measurement=None, spec=None, state=None, driver_id: str = "
             if name not in disabled and all(available.has(need) for need in cls.needs)]
 
 
-__all__ = ["COLLECTORS", "COLLECTOR_CLASSES", "Available", "Scrape", "SourceCollector", "build_sources"]
+__all__ = ["COLLECTORS", "COLLECTOR_CLASSES", "Available", "Scrape", "SourceCollector", "build_sources",
+           "check_names"]

@@ -6,7 +6,6 @@ import pytest
 
 from exporters.collectors import COLLECTOR_CLASSES, COLLECTORS, Available, build_sources
 from exporters.collectors.base import SourceCollector
-from exporters.naming import COLLECTOR_NAMES
 from tuner.core.errors import UsageError
 from tuner.core.measure import Measurement
 from tuner.core.server import ConnectionSpec
@@ -14,7 +13,7 @@ from exporters.state import RunState
 
 
 def test_every_collector_declares_name_needs_and_min_version():
-    assert tuple(COLLECTORS) == COLLECTOR_NAMES
+    assert tuple(COLLECTORS) == tuple(cls.name for cls in COLLECTOR_CLASSES)
     for cls in COLLECTOR_CLASSES:
         assert issubclass(cls, SourceCollector)
         assert cls.name and cls.help
@@ -50,3 +49,9 @@ def test_every_registered_collector_can_be_built():
                           run_state=RunState(), driver_id="0")
     for cls in COLLECTOR_CLASSES:
         assert isinstance(cls.from_available(available), cls)
+
+
+def test_cli_refuses_an_unknown_collector_with_the_registrys_names(cli):
+    p = cli("exporter", "--no-collector", "inodb", "--socket", "/nonexistent/mysqld.sock")
+    assert p.returncode == UsageError.exit_code and p.stderr.count("\n") == 1, p.stderr
+    assert "unknown collector(s) inodb" in p.stderr and ", ".join(COLLECTORS) in p.stderr

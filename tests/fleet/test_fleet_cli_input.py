@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
+import pytest
 import yaml
 
 from nshosts import innotier_cli
+from tuner.core.errors import FleetError
+from tuner.fleet import wheelhouse
+from tuner.fleet.inventory import load_inventory
 
 INVENTORY = """\
 [db]
@@ -83,3 +88,30 @@ def test_sweep_dry_run_places_each_hosts_tiers(tmp_path):
     assert d1["axes"] == d2["axes"] == yaml.safe_load(SPEC)["axes"]
     r = innotier_cli("fleet", "sweep", "no-such-spec", "-i", str(inv), "--dry-run", timeout=120)
     assert r.returncode == 9 and "neither a file nor a shipped spec" in r.stderr
+
+
+def _ansible_runner_dirs() -> set[str]:
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith((".ansible-runner-", "innotier-inventory-"))}
+
+
+def test_reading_an_inventory_leaves_nothing_in_tmp(tmp_path):
+    inv, _ = _files(tmp_path)
+    before = _ansible_runner_dirs()
+    inventory = load_inventory(inv)
+    assert [h.name for h in inventory.group("db")] == ["dbhost1", "dbhost2"]
+    assert _ansible_runner_dirs() <= before
+
+
+def test_a_failed_wheel_build_names_its_cause_not_see_above(tmp_path):
+    """pip's last words on a failed build are "See above for details": the error carries the build's own."""
+    pkg = tmp_path / "broken"
+    pkg.mkdir()
+    (pkg / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\n'
+                                        'build-backend = "setuptools.build_meta"\n')
+    (pkg / "setup.py").write_text('raise SystemExit("the build needs something this test leaves out")\n')
+    with pytest.raises(FleetError) as err:
+        wheelhouse._pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "out"), str(pkg),
+                        what="building the wheel")
+    message = str(err.value)
+    assert "the build needs something this test leaves out" in message and "See above" not in message
+    assert message.count("\n") == 0 and "give --wheel" in message

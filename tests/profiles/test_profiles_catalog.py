@@ -107,7 +107,8 @@ def test_profile_catalog_shows_sources_short_wide_json_and_whole(cli):
     wide = cli("profile", "catalog", "--wide", check=True, env={"COLUMNS": "250"}).stdout
     assert "https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html#sysvar_innodb_page_size" in wide
     data = json.loads(cli("profile", "catalog", "--json", check=True).stdout)
-    assert all(row["sources"] and all(u.startswith("https://") for u in row["sources"]) for row in data.values())
+    assert all(row["sources"] and all(u.startswith("https://") for u in row["sources"])
+               for row in data["options"].values())
     one = cli("profile", "catalog", "--option", "innodb_page_size", check=True, env={"COLUMNS": "80"}).stdout
     assert "…" not in one and "..." not in one
     assert "https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html#sysvar_innodb_page_size" in one.splitlines()[-2] + one.splitlines()[-1]

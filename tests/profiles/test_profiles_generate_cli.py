@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 
@@ -95,3 +97,34 @@ def test_profile_lint_with_a_missing_tier_says_so_and_fails(cli, tmp_path):
     assert r.stderr.count("\n") == 1 and f"--tier {missing} does not exist" in r.stderr, r.stderr
     assert "could not probe" not in r.stdout + r.stderr
     assert not missing.exists()  # nothing created
+
+
+def test_lint_reads_the_target_from_a_generated_files_header(cli, tmp_path):
+    generated = tmp_path / "40-innotier-profile.cnf"
+    cli(*GOOD, "-o", str(generated), check=True)
+    proc = cli("profile", "lint", str(generated), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["target"].startswith("mariadb-10.11")
+    # --flavor still wins over the header
+    assert json.loads(cli("profile", "lint", str(generated), "--flavor", "mysql-8.0", "--json").stdout)[
+        "target"].startswith("mysql-8.0")
+    plain = tmp_path / "plain.cnf"
+    plain.write_text("# my own file\n[mysqld]\ninnodb_buffer_pool_size = 1G\n")
+    proc = cli("profile", "lint", str(plain))
+    assert proc.returncode == 2 and "has no '# target:' header line" in proc.stderr and "--flavor" in proc.stderr
+
+
+def test_lint_of_a_missing_file_names_the_file_first(cli, tmp_path):
+    proc = cli("profile", "lint", str(tmp_path / "nope.cnf"))
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1
+    assert f"option file {tmp_path / 'nope.cnf'} does not exist" in proc.stderr, proc.stderr
+
+
+def test_catalog_json_has_the_verified_counts_the_table_shows(cli):
+    data = json.loads(cli("profile", "catalog", "--json", check=True).stdout)
+    verified = {row["series"]: row for row in data["verified"]}
+    assert set(verified) == set(next(iter(data["options"].values())).keys()) - {"sources"}
+    assert verified["mariadb-10.11"]["verified"] > 0 and verified["mariadb-10.6"]["verified"] == 0
+    table = cli("profile", "catalog", check=True, env={"COLUMNS": "200"}).stdout
+    row = next(ln for ln in table.splitlines() if "mariadb-10.11" in ln and "MariaDB" in ln)
+    assert str(verified["mariadb-10.11"]["verified"]) in row.split()

@@ -104,9 +104,29 @@ def test_archive_that_no_longer_serves_the_series_is_named():
     assert str(build._check_series(dist, "mysqld  Ver 9.7.9-1 for Linux", "9.7.9-1")) == "9.7.9"  # same series: fine
 
 
-def test_installing_twice_is_refused(mariadb_11_8):
-    with pytest.raises(UsageError, match="already installed.*server remove mariadb-11.8"):
-        build.plan_install("mariadb-11.8")
+def test_installing_again_verifies_the_tree_and_succeeds(mariadb_11_8, cli):
+    plan = build.plan_install("mariadb-11.8")
+    assert plan.already_installed and "already installed" in plan.render()
+    srv = build.install(plan)
+    assert srv.manifest.to_dict() == mariadb_11_8.manifest.to_dict()
+    env = {"INNOTIER_CACHE": str(mariadb_11_8.path.parent.parent)}
+    proc = cli("server", "install", "mariadb-11.8", env=env)
+    assert proc.returncode == 0 and "already installed, verified: mariadb-11.8" in proc.stdout, proc.stderr
+
+
+def test_installing_again_over_a_damaged_tree_says_how_to_reinstall(private_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("INNOTIER_CACHE", str(private_cache))
+    dist = distributions.get("mariadb-10.11")
+    path = private_cache / "servers" / dist.name
+    path.mkdir(parents=True)
+    binary = tmp_path / "mariadbd"
+    binary.write_bytes(b"A" * 4096)
+    manifest = tree.Manifest(name=dist.name, flavor="mariadb", series="10.11", kind="host", suite=None,
+                             mirror=None, packages={}, binary=str(binary).lstrip("/"), binary_sha256="0" * 64,
+                             version_string="", version="10.11.0", build_date="", innotier_version="")
+    tree.write_manifest(path, manifest)
+    with pytest.raises(SandboxError, match="does not match its manifest.*server remove mariadb-10.11"):
+        build.install(build.plan_install("mariadb-10.11"))
 
 
 def test_host_mariadb_is_registered(private_cache, cli):

@@ -1,6 +1,6 @@
 """The tier parsers on outputs recorded inside the lab VM (tests/fixtures/recorded/hardware-lab, README there):
 real ndctl/daxctl JSON of ACPI.NFIT namespaces, mdadm --detail and /proc/mdstat for RAID 0/1/5/6/10, md sysfs
-layout numbers, pmem sysfs attributes."""
+layout numbers, pmem sysfs attributes; and the pmem create plan on the VM's recorded regions."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from datadir_mover.tiers import pmem, raid
+from datadir_mover.tiers.host import Host, RecordedRunner
+from datadir_mover.tiers.requests import PmemCreate
 
 LAB = Path(__file__).resolve().parents[1] / "fixtures" / "recorded" / "hardware-lab"
 
@@ -88,3 +90,36 @@ def test_degraded_raid5_after_mdadm_fail():
     assert r.failed == ("vdc",) and r.degraded == 1 and sorted(r.members) == ["vdb", "vdd"]
     d = raid.raid_from_detail(raid.parse_mdadm_detail(_text("mdadm-detail-raid5-degraded.txt")), arr.name)
     assert d.degraded == 1 and "degraded" in d.state and d.failed == ("vdc",)
+
+
+def _lab_host(tmp_path) -> Host:
+    """A host whose ndctl answers as the lab VM's did (two ACPI.NFIT regions), with no pmem block device yet."""
+    runner = RecordedRunner({("ndctl", "list", "--regions", "--buses"): _text("ndctl-list-regions-buses.json")})
+    return Host(sys_root=str(tmp_path / "sys"), proc_root=str(tmp_path / "proc"), run=runner)
+
+
+def test_lab_regions_are_read_with_their_bus_and_free_space():
+    regions = pmem.parse_ndctl_regions(_text("ndctl-list-regions-buses.json"))
+    assert [(r.dev, r.provider, r.type, r.size, r.available) for r in regions] == [
+        ("region1", "ACPI.NFIT", "pmem", 256 << 20, 256 << 20), ("region0", "ACPI.NFIT", "pmem", 512 << 20, 512 << 20)]
+
+
+def test_pmem_create_uses_the_lab_vms_nvdimm_region_not_memmap(tmp_path):
+    plan = pmem.PROVIDER.plan_create(PmemCreate(mount=str(tmp_path / "pmem")), _lab_host(tmp_path))
+    commands = [s.command for s in plan.steps]
+    assert "ndctl create-namespace --mode=fsdax --region=region0" in commands
+    assert not any("memmap" in c or "reboot" in c for c in commands) and not any(s.manual for s in plan.steps)
+    assert any("using the NVDIMM region region0 (ACPI.NFIT, 512M free)" in n for n in plan.notes), plan.notes
+    assert "/dev/pmem0" in plan.title and "(nvdimm)" in plan.title
+    assert not any("NVDIMM" in b or "memmap" in b for b in plan.blockers), plan.blockers
+    # another region asked for by name: its own device
+    plan = pmem.PROVIDER.plan_create(PmemCreate(mount=str(tmp_path / "pmem"), region="region1"), _lab_host(tmp_path))
+    assert "ndctl create-namespace --mode=fsdax --region=region1" in [s.command for s in plan.steps]
+    assert "/dev/pmem1" in plan.title
+
+
+def test_pmem_create_without_a_region_emulates_and_says_so(tmp_path):
+    host = Host(sys_root=str(tmp_path / "sys"), proc_root=str(tmp_path / "proc"), run=RecordedRunner({}))
+    plan = pmem.PROVIDER.plan_create(PmemCreate(mount=str(tmp_path / "pmem")), host)
+    assert any("no NVDIMM region" in n and "memmap=4G!12G" in n for n in plan.notes)
+    assert any("reboot" in s.command for s in plan.steps if s.manual)

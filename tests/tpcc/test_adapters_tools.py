@@ -11,6 +11,7 @@ import os
 import re
 import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,9 @@ def empty_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(d))
     monkeypatch.setattr(sysbench_tpcc, "SHARE_DIRS", ())
     return d
+
+
+RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "recorded" / "peer-output"
 
 
 def _executable(path, text="#!/bin/sh\nexit 0\n"):
@@ -371,3 +375,40 @@ def test_hammerdb_check_names_its_payment_deviation(w1_db):
     failed = set(re.findall(r"(?:^failed: |; )(\d+(?:\.\d+)+) ", detail))
     assert not ok and failed == set(hammerdb.KNOWN_DEVIATIONS), detail
     assert "known: HammerDB's PAYMENT adds H_AMOUNT" in detail
+
+
+def test_the_shared_run_skeleton_with_go_tpcs_recorded_output(shared_sandbox, tmp_path):
+    """go-tpc is not on this machine: a stand-in prints go-tpc's recorded console output (peer-output/) and
+    keeps its argv; everything else is real (schema, bench account, server counters, masking)."""
+    from tuner.tpcc.adapters import go_tpc
+
+    recorded = RECORDED / "go-tpc-run-c8.txt"
+    calls = tmp_path / "argv"
+    stand_in = _executable(tmp_path / "go-tpc",
+                           f'#!/bin/sh\necho "$@" >> {calls}\ncat {recorded}\n')
+    spec = shared_sandbox.connection_spec()
+    db = "adapt_skeleton"
+    common.prepare_database(spec, db, drop=True, tool="test")
+    conn = spec.with_database(db).connect()
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE warehouse (w_id INT PRIMARY KEY)")
+    cur.execute("INSERT INTO warehouse VALUES (1)")
+    cur.execute("CREATE TABLE district (d_w_id INT, d_id INT, d_next_o_id INT, PRIMARY KEY (d_w_id, d_id))")
+    cur.execute("INSERT INTO district VALUES (1, 1, 3001)")
+    conn.commit()
+    conn.close()
+    cfg = RunConfig(clients=2, warmup=1, duration=2, interval=1, database=db, driver="go-tpc", tool_path=str(stand_in),
+                    mode="procedures")
+    result = go_tpc.run(spec, cfg)
+    expected = go_tpc.parse_output(recorded.read_text())
+    assert result.tpmc == expected.tpmc and result.warehouses == 1 and result.clients == 2
+    assert result.extra["warmup_tpmc"] == expected.tpmc  # the stand-in printed the same for the warm-up
+    assert [c["phase"] for c in result.extra["commands"]] == ["warm-up", "measured"]
+    argv = calls.read_text().splitlines()
+    assert len(argv) == 2 and all("-p" in a.split() for a in argv)
+    password = argv[1].split()[argv[1].split().index("-p") + 1]
+    assert password not in " ".join(c["command"] for c in result.extra["commands"])  # masked in the record
+    assert result.extra["tool"] == str(stand_in)
+    assert result.extra["note"] == "go-tpc runs client-side prepared statements; --mode procedures does not apply"
+    assert "server counters sampled from the measured process's start" in result.extra["nopm_tpm_source"]
+    assert _accounts(spec) == []  # the bench account is gone

@@ -9,6 +9,7 @@ import pytest
 import mvhelpers
 
 from tuner.core.errors import WorkloadError
+from sqlhelpers import execute
 from tuner.tpcc import schema
 from tuner.tpcc.check import run_checks
 

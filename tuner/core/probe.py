@@ -5,6 +5,7 @@ aligned 4 KiB block.  ramfs refuses the open (EINVAL); tmpfs accepts it from
 Linux 6.6; ext4/xfs on block devices accept it.  InnoDB falls back to buffered
 I/O with a warning where it fails, so innodb_flush_method=O_DIRECT is a no-op there.
 ``mount_of(path)``: the /proc/mounts entry a path lives on (longest prefix).
+``read_meminfo(proc_root)``: /proc/meminfo in bytes, the one reader of it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,21 @@ def parse_mounts(text: str) -> list[MountEntry]:
 
 def read_mounts(proc_root: str = "/proc") -> list[MountEntry]:
     return parse_mounts(Path(proc_root, "mounts").read_text())
+
+
+def read_meminfo(proc_root: str | os.PathLike = "/proc") -> dict[str, int]:
+    """``<proc_root>/meminfo`` in bytes (the kernel's "kB" is KiB); empty when it cannot be read."""
+    try:
+        text = Path(proc_root, "meminfo").read_text()
+    except OSError:
+        return {}
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            out[key.strip()] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
+    return out
 
 
 def mount_of(path: str | os.PathLike, mounts: list[MountEntry] | None = None) -> MountEntry:

@@ -12,6 +12,7 @@ and plugin a DBA already uses works, INI or YAML.  innotier reads these host var
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,11 @@ def load_inventory(path: str | Path) -> Inventory:
     check_ansible()
     from ansible_runner.interface import get_inventory  # deferred: ~0.3 s of start-up (see runner.run_playbook)
 
-    out, err = get_inventory("list", [str(p.resolve())], response_format="json", quiet=True)
+    # a private data directory of our own, removed afterwards: without one ansible-runner makes
+    # /tmp/.ansible-runner-* for every call and leaves it behind
+    with tempfile.TemporaryDirectory(prefix="innotier-inventory-") as scratch:
+        out, err = get_inventory("list", [str(p.resolve())], response_format="json", quiet=True,
+                                 private_data_dir=scratch)
     if not out:
         raise FleetError(f"Ansible could not read inventory {p}: {(err or '').strip()[:300]}; fix the file")
     data = out if isinstance(out, dict) else json.loads(out)

@@ -12,7 +12,6 @@ file and copies it with ``no_log: true``.
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import os
 import shutil
@@ -112,15 +111,16 @@ class Progress:
 _RUN_SEQ = itertools.count(1)
 
 
-def ansible_env(workdir: Path) -> dict[str, str]:
-    """Environment for ansible-playbook: this interpreter's bin first, host keys checked, no retry files."""
+def ansible_env(workdir: Path, control_dir: Path) -> dict[str, str]:
+    """Environment for ansible-playbook: this interpreter's bin first, host keys checked, no retry files.
+
+    ``control_dir`` is a fresh SSH ControlMaster directory for this playbook run: a master left from an
+    earlier run to a host that has since restarted its sshd would otherwise answer the first task with a
+    dead connection ("unreachable").  It sits in the temp dir, not under workdir: a Unix socket path must
+    stay under 108 bytes."""
     bindir = str(Path(sys.executable).parent)
-    # a fresh ControlMaster directory per playbook run: a master left from an earlier run to a host that has
-    # since restarted its sshd would otherwise answer the first task with a dead connection ("unreachable").
-    # It sits in the temp dir, not under workdir: a Unix socket path must stay under 108 bytes.
     workdir.mkdir(parents=True, exist_ok=True)
-    cp = Path(tempfile.mkdtemp(prefix="innotier-cp-"))  # 0700
-    atexit.register(shutil.rmtree, cp, True)
+    cp = control_dir
     return {
         "PATH": bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
         "ANSIBLE_HOST_KEY_CHECKING": "True",
@@ -156,8 +156,10 @@ def run_playbook(name: str, inventory: str | Path, extravars: dict[str, Any], wo
     check_ansible()
     path = playbook_path(name)
     workdir.mkdir(parents=True, exist_ok=True)
+    control_dir = tempfile.TemporaryDirectory(prefix="innotier-cp-")  # removed when the run ends (0700)
     kw: dict[str, Any] = dict(private_data_dir=str(workdir), playbook=str(path), inventory=str(Path(inventory).resolve()),
-                              extravars=extravars, envvars=ansible_env(workdir), quiet=True, forks=forks,
+                              extravars=extravars, envvars=ansible_env(workdir, Path(control_dir.name)), quiet=True,
+                              forks=forks,
                               event_handler=on_event or Progress(),
                               # a fresh artifacts folder per run: ansible-runner reads its stats from the events in it,
                               # and a re-run under the same ident would see the last run's unreachable hosts
@@ -168,7 +170,8 @@ def run_playbook(name: str, inventory: str | Path, extravars: dict[str, Any], wo
         kw["timeout"] = timeout
     import ansible_runner  # deferred: importing it adds ~0.3 s to every `innotier` start (measured)
 
-    r = ansible_runner.run(**kw)
+    with control_dir:
+        r = ansible_runner.run(**kw)
     return _outcome(path.stem, r, on_event)
 
 

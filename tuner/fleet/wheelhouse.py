@@ -43,11 +43,35 @@ def source_tree() -> Path | None:
     return root if (root / "setup.cfg").is_file() and (root / "tuner").is_dir() else None
 
 
+PIP_FIX = "fix the cause or give --wheel and a reachable index"
+# a setuptools older than 70.1 builds wheels only with the `wheel` package installed beside it
+NO_WHEEL_FIX = "install the wheel package into this virtualenv (`pip install wheel`) or give --wheel FILE"
+
+
+def pip_reason(text: str) -> str:
+    """The cause in pip's output.  A failed build ends with "See above for details": the cause is then the
+    build's own output, which pip frames between "[N lines of output]" and "[end of output]"."""
+    framed: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        s = line.strip()
+        if s.endswith("lines of output]"):
+            inside, framed = True, []
+        elif s == "[end of output]":
+            inside = False
+        elif inside and s:
+            framed.append(s)
+    lines = framed or [ln.strip() for ln in text.splitlines()
+                       if ln.strip() and not ln.strip().startswith(("hint:", "note:"))]
+    return " | ".join(lines[-3:]) or "no output"
+
+
 def _pip(*args: str, what: str) -> None:
     r = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
     if r.returncode != 0:
-        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-        raise FleetError(f"{what} failed: {' | '.join(tail)}; fix the cause or give --wheel and a reachable index")
+        text = r.stderr + "\n" + r.stdout
+        fix = NO_WHEEL_FIX if "bdist_wheel" in text else PIP_FIX
+        raise FleetError(f"{what} failed: {pip_reason(text)}; {fix}")
 
 
 def build_wheel(out: Path, wheel: str | None = None) -> Path:

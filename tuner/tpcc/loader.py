@@ -6,9 +6,12 @@ How it is fast (load times against the peers' loaders: docs/benchmarks.md):
   numbers table, with the values computed by the server (RAND(), string functions).
   Random a-strings are windows at random offsets of a 4 MiB pool of random
   alphanumerics that Python generates once per load (clause 4.3.2.2 asks for random
-  alphanumeric characters of a random length; each window is that.  Windows of
-  different rows can overlap, so a few percent of, say, the 24-character S_DIST
-  strings repeat somewhere in a large table; nothing in TPC-C reads them as keys).
+  alphanumeric characters of a random length; each window is that).  Windows of the
+  same length that start at the same offset are equal, and there are only ~4.2
+  million offsets: of N such windows a given one has an exact twin with probability
+  1 - exp(-N / 4.2M).  The 10 S_DIST columns are 1 million windows a warehouse, so
+  about 21% of S_DIST values have a twin at W=1 and about 61% at W=4.  Nothing in
+  TPC-C reads these strings as keys or compares them.
 * **InnoDB bulk insert.**  With unique_checks=0 and foreign_key_checks=0, MariaDB
   10.6+ inserts into an *empty* table with one table-level undo record and builds
   each index by sorting (MDEV-24621, MDEV-24818; mariadb-dump and mariadb-import rely on it).
@@ -24,14 +27,16 @@ order and the rest NURand(255, 0, 999) with the load's C; 3000 orders a district
 with O_C_ID a random permutation of 1..3000, O_CARRIER_ID random 1..10 for
 O_ID < 2101 and NULL for the last 900, 5-15 order lines with OL_AMOUNT 0.00 and a
 delivery date for delivered orders and random 0.01-9999.99 (no date) otherwise;
-900 new orders a district; 10% ORIGINAL in I_DATA and S_DATA; W_YTD 300,000.00,
+900 new orders a district; 10% ORIGINAL in I_DATA and S_DATA (drawn a row at a time),
+C_CREDIT "BC" for exactly 300 customers of each district chosen at random; W_YTD 300,000.00,
 D_YTD 30,000.00, D_NEXT_O_ID 3001, C_BALANCE -10.00, one HISTORY row a customer.
 
 At the end every table's row count is compared with the expected one and the
-initial-state invariants and consistency conditions are checked
-(``tuner.tpcc.check.run_checks(initial=True, at_load=True)``: conditions 7, 10 and
-12 are implied by the initial-state checks there, see ``check.IMPLIED_AT_LOAD``); only then is the schema marked
-loaded in ``tpcc_meta`` (``schema.warehouse_count`` reports 0 before that).
+initial-state rules and consistency conditions are checked by ``tuner.tpcc.load_check``
+(each table read once, a warehouse at a time, on the load's connections; conditions 7,
+10 and 12 are implied by the initial-state rules, see ``check.IMPLIED_AT_LOAD``); only
+then is the schema marked loaded in ``tpcc_meta`` (``schema.warehouse_count`` reports 0
+before that).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from tuner.core.errors import InnotierError, UsageError, WorkloadError
 from tuner.core.server import ConnectionSpec
 from tuner.tpcc import schema
 from tuner.tpcc.rand import A_C_LAST, ALPHANUMERIC, SYLLABLES, make_constants
-from tuner.tpcc.check import run_checks
+from tuner.tpcc.load_check import verify_load
 
 LOADER_VERSION = "1"
 POOL_BYTES = 4 * 1024 * 1024  # random alphanumerics; windows of it are the a-strings
@@ -83,9 +88,6 @@ FROM (SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION 
      (SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL
       SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) f"""
 DROP_HELPERS = "DROP TABLE IF EXISTS tpcc_load_pool, tpcc_load_numbers"
-COUNT_ROWS = "SELECT COUNT(*) FROM `{table}`"
-SUM_OL_CNT = "SELECT COALESCE(SUM(o_ol_cnt), 0) FROM orders"
-SELECT_MAX_PACKET = "SELECT @@max_allowed_packet"
 
 
 # ---------------------------------------------------------------------------
@@ -166,11 +168,14 @@ INSERT INTO customer (c_id, c_d_id, c_w_id, c_first, c_middle, c_last, c_street_
                       c_state, c_zip, c_phone, c_since, c_credit, c_credit_lim, c_discount, c_balance,
                       c_ytd_payment, c_payment_cnt, c_delivery_cnt, c_data)
 SELECT c_, d_, %s, {a_string(8, 16)}, 'OE', {last_name_sql('ln_')}, {ADDRESS}, {PHONE}, %s,
-       IF(RAND() < 0.1, 'BC', 'GC'), 50000.00, FLOOR(RAND() * 5001) / 10000, -10.00, 10.00, 1, 0,
+       IF(credit_rank_ <= {schema.CUSTOMERS_PER_D // 10}, 'BC', 'GC'), 50000.00, FLOOR(RAND() * 5001) / 10000,
+       -10.00, 10.00, 1, 0,
        {a_string(300, 500)}
 FROM {FROM_POOL},
      (SELECT (n - 1) % {schema.CUSTOMERS_PER_D} + 1 AS c_, (n - 1) DIV {schema.CUSTOMERS_PER_D} + 1 AS d_,
-             IF((n - 1) % {schema.CUSTOMERS_PER_D} < 1000, (n - 1) % {schema.CUSTOMERS_PER_D}, {{nurand}}) AS ln_
+             IF((n - 1) % {schema.CUSTOMERS_PER_D} < 1000, (n - 1) % {schema.CUSTOMERS_PER_D}, {{nurand}}) AS ln_,
+             ROW_NUMBER() OVER (PARTITION BY (n - 1) DIV {schema.CUSTOMERS_PER_D}
+                                ORDER BY CRC32(CONCAT('credit:', %s, ':', %s, ':', n))) AS credit_rank_
       FROM tpcc_load_numbers WHERE n <= {_CUSTOMERS_PER_W} {MATERIALIZE}) r
 WHERE id = 1"""
 
@@ -317,7 +322,7 @@ def _per_warehouse_statements(w: int, load_time: str, customer_sql: str) -> dict
         "stock": Statement(LOAD_STOCK, (w,), schema.STOCK_PER_W),
         "orders": Statement(LOAD_ORDERS, (w, load_time, load_time, w), per_w * schema.ORDERS_PER_D),
         "order_line": Statement(LOAD_ORDER_LINE, (w,), per_w * schema.ORDERS_PER_D * 10),
-        "customer": Statement(customer_sql, (w, load_time), per_w * schema.CUSTOMERS_PER_D),
+        "customer": Statement(customer_sql, (w, load_time, load_time, w), per_w * schema.CUSTOMERS_PER_D),
         "history": Statement(LOAD_HISTORY, (w, w, load_time), per_w * schema.CUSTOMERS_PER_D),
         "new_order": Statement(LOAD_NEW_ORDER, (w,), per_w * schema.NEW_ORDERS_PER_D),
     }
@@ -479,29 +484,6 @@ def execute_plan(spec: ConnectionSpec, plan: LoadPlan, on_rows: Callable[[str, i
     return seconds
 
 
-def count_rows(conn, database: str) -> dict[str, int]:
-    cur = conn.cursor()
-    out = {}
-    for table in schema.TABLES:
-        cur.execute(f"SELECT COUNT(*) FROM `{database}`.`{table}`")
-        out[table] = int(cur.fetchone()[0])
-    cur.close()
-    return out
-
-
-def verify_counts(conn, database: str, warehouses: int, counts: dict[str, int]) -> list[str]:
-    """Problems with the row counts (empty when all match clause 1.2.1 / 4.3.3.1)."""
-    problems = [f"{t} has {counts.get(t)} rows, expected {n}"
-                for t, n in schema.expected_rows(warehouses).items() if counts.get(t) != n]
-    cur = conn.cursor()
-    cur.execute(f"SELECT COALESCE(SUM(o_ol_cnt), 0) FROM `{database}`.orders")
-    lines = int(cur.fetchone()[0])
-    cur.close()
-    if counts.get("order_line") != lines:
-        problems.append(f"order_line has {counts.get('order_line')} rows, expected sum(o_ol_cnt) = {lines}")
-    return problems
-
-
 class _Progress:
     """A rich progress bar over rows (or nothing when progress is off)."""
 
@@ -591,9 +573,8 @@ def load(spec: ConnectionSpec, warehouses: int, database: str = "tpcc", jobs: in
 
 def _verify(spec, admin, plan: LoadPlan, constants, table_seconds, t0) -> LoadResult:
     t_verify = time.monotonic()
-    counts = count_rows(admin, plan.database)
-    problems = verify_counts(admin, plan.database, plan.warehouses, counts)
-    report = run_checks(spec, database=plan.database, initial=True, c_load=constants.c_last, at_load=True)
+    report, counts, problems = verify_load(lambda: spec.with_database(plan.database).connect(), plan.database,
+                                           plan.warehouses, plan.jobs)
     problems += [f"{r.clause} {r.description}" for r in report.results if not r.passed]
     if problems:
         raise WorkloadError(f"the load of {plan.database} did not verify ({'; '.join(problems[:4])}); "

@@ -11,39 +11,44 @@ from tuner.core.cliutil import add_connection_args, connection_from_args, parse_
 from tuner.core.errors import UsageError
 from tuner.core.measure import Measurement, OPS
 from tuner.tpcc.config import DECKS, MODES, RunConfig
-from tuner.tpcc import adapters, driver
+from tuner.tpcc import adapters, driver, schema
 from tuner.core.durable import write_json_atomic
 from tuner.tpcc.shard import Shard, ShardMeasurement, parse_start_at
 
-DRIVERS = ("builtin", "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc")
+DEFAULTS = RunConfig()  # every default below is RunConfig's
 
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="run the TPC-C workload and report tpmC, NOPM, TPM and latency",
                        description="Run TPC-C against a loaded schema (see `innotier tpcc load`). The warm-up is "
                                    "excluded from every figure; the result is printed, and as JSON with --json/-o.")
-    p.add_argument("--clients", type=int, default=8, help="concurrent terminals (connections); default 8")
-    p.add_argument("--warmup", type=float, default=10.0, metavar="S", help="warm-up seconds, excluded (default 10)")
-    p.add_argument("--duration", type=float, default=60.0, metavar="S", help="measured seconds (default 60)")
-    p.add_argument("--mode", choices=MODES, default="procedures",
+    p.add_argument("--clients", type=int, default=DEFAULTS.clients,
+                   help="concurrent terminals (connections); default %(default)s")
+    p.add_argument("--warmup", type=float, default=DEFAULTS.warmup, metavar="S",
+                   help="warm-up seconds, excluded (default %(default)g)")
+    p.add_argument("--duration", type=float, default=DEFAULTS.duration, metavar="S",
+                   help="measured seconds (default %(default)g)")
+    p.add_argument("--mode", choices=MODES, default=DEFAULTS.mode,
                    help="procedures: one stored-procedure CALL per transaction (as HammerDB); statements: "
-                        "client-side prepared statements (as tpcc-mysql / go-tpc). Default procedures")
-    p.add_argument("--interval", type=float, default=10.0, metavar="S", help="report interval seconds (default 10)")
+                        "client-side prepared statements (as tpcc-mysql / go-tpc). Default %(default)s")
+    p.add_argument("--interval", type=float, default=DEFAULTS.interval, metavar="S",
+                   help="report interval seconds (default %(default)g)")
     p.add_argument("--warehouses", type=int, default=None, metavar="W",
                    help="warehouses to use (default: all loaded)")
-    p.add_argument("--driver", choices=DRIVERS, default="builtin", help="who runs the transactions (default builtin)")
+    p.add_argument("--driver", choices=adapters.drivers(), default=DEFAULTS.driver,
+                   help="who runs the transactions (default %(default)s)")
     p.add_argument("--tool-path", metavar="P", help="the external driver's program or directory")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="client processes of the built-in driver (default: one per core)")
-    p.add_argument("--deck", choices=DECKS, default="23",
-                   help="the transaction mix: 23 = TPC-C 5.2.4.2's deck 10/10/1/1/1 (default, as HammerDB); "
+    p.add_argument("--deck", choices=DECKS, default=DEFAULTS.deck,
+                   help="the transaction mix: 23 = TPC-C 5.2.4.2's deck 10/10/1/1/1 (default %(default)s, as HammerDB); "
                         "100 = 45/43/4/4/4 (go-tpc's weights, about 3.5%% more New-Orders; the result says so)")
-    p.add_argument("--max-retries", type=int, default=100, metavar="N",
+    p.add_argument("--max-retries", type=int, default=DEFAULTS.max_retries, metavar="N",
                    help="retries of a deadlocked or lock-wait-timed-out transaction before it is an error "
-                        "(default 100)")
-    p.add_argument("--outage-limit", type=float, default=60.0, metavar="S",
+                        "(default %(default)s)")
+    p.add_argument("--outage-limit", type=float, default=DEFAULTS.outage_limit, metavar="S",
                    help="if the server goes away, reconnect for up to S seconds and go on (the transactions "
-                        "in flight count as errors); longer, and the run ends with a failure (default 60)")
+                        "in flight count as errors); longer, and the run ends with a failure (default %(default)g)")
     p.add_argument("--keying-and-think", action="store_true",
                    help="use TPC-C keying and think times (off by default, as the peers)")
     p.add_argument("--metrics-listen", metavar="HOST:PORT",
@@ -92,7 +97,9 @@ def handle(args: argparse.Namespace) -> int:
         exporter = _start_exporter(measurement, args.metrics_listen, cfg, spec)
     try:
         if cfg.driver == "builtin":
+            skips_before = _delivery_skips(spec, cfg.database, ensure=True)
             result = _run_builtin(spec, cfg, measurement, quiet=args.json)
+            result.extra["delivery_skipped_districts"] = _delivery_skips(spec, cfg.database) - skips_before
         else:
             result = adapters.get(cfg.driver).run(spec, cfg)
     finally:
@@ -110,6 +117,17 @@ def handle(args: argparse.Namespace) -> int:
         print(f"innotier: the run did not complete: {result.failure}", file=sys.stderr)
         return 8
     return 0
+
+
+def _delivery_skips(spec, database: str, ensure: bool = False) -> int:
+    """Districts Deliveries have skipped in ``database`` so far (clause 2.7.4.2)."""
+    conn = spec.with_database(None).connect()
+    try:
+        if ensure:
+            schema.ensure_delivery_skips(conn, database)
+        return schema.delivery_skips(conn, database)
+    finally:
+        conn.close()
 
 
 def _start_exporter(measurement, listen: str, cfg: RunConfig, spec):
@@ -193,6 +211,10 @@ def print_result(r) -> None:
         realized = extra.get("realized_mix") or {}
         console.print(f"deck: {extra['deck']}; realized mix: "
                       + ", ".join(f"{op} {realized.get(op, 0):.1f}%" for op in OPS))
+    if extra.get("delivery_skipped_districts"):
+        console.print(f"Delivery skipped {extra['delivery_skipped_districts']} district(s) with no undelivered "
+                      "order (warm-up included; clause 2.7.4.2): the loaded backlog of 900 new orders a "
+                      "district ran out, so those Deliveries did less work")
     if extra.get("reconnects") or extra.get("outages"):
         down = sum(o["seconds"] for o in extra.get("outages", []))
         console.print(f"server away: {len(extra.get('outages', []))} outage(s), {down:.1f} s; "

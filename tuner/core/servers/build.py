@@ -48,8 +48,11 @@ class InstallPlan:
     target: Path
     mirror: str
     steps: list[str]
+    already_installed: bool = False  # a re-run: verify the tree that is there instead of building one
 
     def render(self) -> str:
+        if self.already_installed:
+            return f"{self.dist.name} is already installed in {self.target}: verify it against its manifest"
         lines = [f"install {self.dist.name}: {self.dist.describe()} into {self.target}"]
         lines += [f"  {i}. {s}" for i, s in enumerate(self.steps, 1)]
         return "\n".join(lines)
@@ -59,8 +62,8 @@ def plan_install(name: str, mirror: str = DEBIAN_MIRROR) -> InstallPlan:
     dist = get(name)
     target = servers_dir() / dist.name
     if (target / MANIFEST).exists():
-        raise UsageError(f"server {dist.name} is already installed in {target}; "
-                         f"remove it first with `innotier server remove {dist.name}`")
+        return InstallPlan(dist=dist, target=target, mirror=mirror, already_installed=True,
+                           steps=["check the binary against the manifest's sha256 (and the tree's loader)"])
     if dist.kind == "host":
         steps = [f"check that the host package {dist.main_package} provides /{dist.binary} {dist.series}",
                  "record its version and the sha256 of the binary in the manifest"]
@@ -74,6 +77,10 @@ def plan_install(name: str, mirror: str = DEBIAN_MIRROR) -> InstallPlan:
 
 
 def install(plan: InstallPlan, progress: Progress = _quiet) -> InstalledServer:
+    """Build or register the server; for an installed one, verify it (a damaged tree says how to reinstall)."""
+    if plan.already_installed:
+        progress(f"verifying the installed {plan.dist.name}")
+        return installed(plan.dist.name, verify=True)
     if plan.dist.kind == "host":
         return _register_host(plan, progress)
     return _build_tree(plan, progress)
@@ -297,6 +304,9 @@ def install_from_archive(file: str | os.PathLike, name: str | None = None,
     if name and get(name).name != top:
         raise UsageError(f"{path} holds {top}, not {name}; give the archive of {name} or leave out the name")
     plan = plan_install(top)
+    if plan.already_installed:  # an archive would replace the tree: only on request
+        raise UsageError(f"server {top} is already installed in {plan.target}; to replace it from {path.name}, "
+                         f"remove it first with `innotier server remove {top}`")
     staging = servers_dir() / f".import-{top}"
     if staging.exists():
         shutil.rmtree(staging)

@@ -33,8 +33,16 @@ ADAPTERS = {
 }
 
 
+BUILTIN = "builtin"
+
+
 def names() -> tuple[str, ...]:
     return tuple(ADAPTERS)
+
+
+def drivers() -> tuple[str, ...]:
+    """Every value of a run's driver: the built-in one, then the external tools of the registry."""
+    return (BUILTIN,) + names()
 
 
 def get(name: str) -> ModuleType:

@@ -485,3 +485,50 @@ def run_settings(cfg, warehouses: int, where: Endpoint | None = None, **tool_spe
         out["endpoint"] = f"{where.host}:{where.port} (TCP)"
     out.update(tool_specific)
     return out
+
+
+@dataclass
+class Measured:
+    """What a peer's run did: its runs in order as (phase, output) (the measured one last) and the outputs."""
+
+    runs: list[tuple[str, ToolOutput | None]]
+    measured: ToolOutput
+
+
+@dataclass
+class PeerRun:
+    """How one peer tool is run: the parts of its ``run()`` that differ from the other peers'."""
+
+    tool: str  # the adapter's name
+    label: str  # for errors: "go-tpc run"
+    path: str  # the tool as found
+    mode: str  # the one --mode the tool has
+    runs_as: str  # how its transactions reach the server, for the note when --mode asks for another
+    district_table: str
+    counters_note: str  # where the server counters were sampled, for the result
+    parse: Callable[[str], object]  # the tool's console output -> RunResult
+    # (account, counter window) -> what ran; it starts and stops the window around the measured phase
+    execute: Callable[[BenchAccount, "CounterWindow"], Measured]
+
+
+def run_measured(spec: ConnectionSpec, cfg, peer: PeerRun, settings: dict) -> tuple[object, Measured]:
+    """The skeleton every peer's ``run()`` shares: a bench account, the server's counters sampled around the
+    measured phase, the output parsed (a tool that failed without a timeline is an error naming it), and the
+    commands, settings and tool recorded on the result.  Returns the result and what ran."""
+    window = CounterWindow(spec, cfg.database, peer.district_table)
+    try:
+        with bench_account(spec, cfg.database) as account:
+            done = peer.execute(account, window)
+        server = window.result()
+    finally:
+        window.close()
+    out = done.measured
+    result = peer.parse(out.text)
+    if out.timed_out or (out.returncode != 0 and not result.timeline):
+        check_ran(out, peer.label)
+    attach_server_counters(result, server, peer.counters_note)
+    record_commands(result, done.runs, settings)
+    result.extra["tool"] = peer.path
+    if cfg.mode != peer.mode:
+        result.extra["note"] = f"{peer.tool} runs {peer.runs_as}; --mode {cfg.mode} does not apply"
+    return result, done

@@ -169,46 +169,40 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     binary, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "go-tpc", find_tool)
     wait = ["--wait"] if cfg.keying_and_think else []
     keep_going = ["--ignore-error"]  # a failing worker records <TYPE>_ERR and goes on, instead of stopping
-    window = common.CounterWindow(spec, cfg.database, DISTRICT_TABLE)
 
-    def watch(line: str) -> None:
-        if line.strip() == FINISHED:
-            window.stop()
+    def execute(account: common.BenchAccount, window: common.CounterWindow) -> common.Measured:
+        def watch(line: str) -> None:
+            if line.strip() == FINISHED:
+                window.stop()
 
-    warm = None
-    try:
-        with common.bench_account(spec, cfg.database) as account:
-            base = _base_argv(binary, account, cfg.database, loaded, cfg.clients)
-            if cfg.warmup > 0:
-                warm = common.run_tool(base + keep_going + ["--time", f"{cfg.warmup:g}s", "--interval",
-                                                            f"{cfg.interval:g}s", "run"] + wait,
-                                       timeout=cfg.warmup + 120 + cfg.clients, secrets_=(account.password,),
-                                       on_line=on_line)
-                common.check_ran(warm, "go-tpc warm-up run")
-            window.start()
-            if on_measuring:
-                on_measuring(float(cfg.duration))
-            out = common.run_tool(base + keep_going + ["--time", f"{cfg.duration:g}s", "--interval",
-                                                       f"{cfg.interval:g}s", "run"] + wait,
-                                  timeout=cfg.duration + 120 + cfg.clients, secrets_=(account.password,),
-                                  on_line=on_line, watch=watch)
-            window.stop()
-        server = window.result()
-    finally:
-        window.close()
-    result = parse_output(out.text)
-    if out.timed_out or (out.returncode != 0 and not result.timeline):
-        common.check_ran(out, "go-tpc run")
+        base = _base_argv(binary, account, cfg.database, loaded, cfg.clients)
+        warm = None
+        if cfg.warmup > 0:
+            warm = common.run_tool(base + keep_going + ["--time", f"{cfg.warmup:g}s", "--interval",
+                                                        f"{cfg.interval:g}s", "run"] + wait,
+                                   timeout=cfg.warmup + 120 + cfg.clients, secrets_=(account.password,),
+                                   on_line=on_line)
+            common.check_ran(warm, "go-tpc warm-up run")
+        window.start()
+        if on_measuring:
+            on_measuring(float(cfg.duration))
+        out = common.run_tool(base + keep_going + ["--time", f"{cfg.duration:g}s", "--interval",
+                                                   f"{cfg.interval:g}s", "run"] + wait,
+                              timeout=cfg.duration + 120 + cfg.clients, secrets_=(account.password,),
+                              on_line=on_line, watch=watch)
+        window.stop()
+        return common.Measured([("warm-up", warm), ("measured", out)], out)
+
+    peer = common.PeerRun(tool=name, label="go-tpc run", path=binary, mode=MODE,
+                          runs_as="client-side prepared statements", district_table=DISTRICT_TABLE,
+                          counters_note="from the measured process's start to its 'Finished' line",
+                          parse=parse_output, execute=execute)
+    result, done = common.run_measured(spec, cfg, peer, common.run_settings(
+        cfg, loaded, common.endpoint(spec), ignore_error=True, weights="go-tpc default 45,43,4,4,4"))
     result.warehouses = loaded
     result.clients = cfg.clients
     result.warmup_seconds = float(cfg.warmup)
+    warm = done.runs[0][1]
     if warm is not None:
         result.extra["warmup_tpmc"] = parse_output(warm.text).tpmc
-    common.attach_server_counters(result, server, "from the measured process's start to its 'Finished' line")
-    common.record_commands(result, [("warm-up", warm), ("measured", out)],
-                           common.run_settings(cfg, loaded, common.endpoint(spec), ignore_error=True,
-                                               weights="go-tpc default 45,43,4,4,4"))
-    result.extra["tool"] = binary
-    if cfg.mode != MODE:
-        result.extra["note"] = f"go-tpc runs client-side prepared statements; --mode {cfg.mode} does not apply"
     return result

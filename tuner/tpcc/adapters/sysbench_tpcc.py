@@ -249,19 +249,18 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     script, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "sysbench-tpcc", find_tool,
                                        keying_supported=False)
     warmup, duration, interval = common.whole_seconds(cfg)
-    window = common.CounterWindow(spec, cfg.database, DISTRICT_TABLE)
 
-    def watch(line: str) -> None:
-        if THREADS_STARTED in line:
-            window.start()
-            if on_measuring:
-                on_measuring(float(duration))
-        elif any(marker in line for marker in RUN_FINISHED):
-            window.stop()
+    def execute(account: common.BenchAccount, window: common.CounterWindow) -> common.Measured:
+        def watch(line: str) -> None:
+            if THREADS_STARTED in line:
+                window.start()
+                if on_measuring:
+                    on_measuring(float(duration))
+            elif any(marker in line for marker in RUN_FINISHED):
+                window.stop()
 
-    warm = None
-    try:
-        with common.bench_account(spec, cfg.database) as account, _config_file(account, cfg.database) as cfg_file:
+        warm = None
+        with _config_file(account, cfg.database) as cfg_file:
             if warmup:
                 warm = common.run_tool(_argv(script, cfg_file, loaded, cfg.clients, f"--time={warmup}", "run"),
                                        cwd=os.path.dirname(script), timeout=warmup + 120 + cfg.clients,
@@ -271,20 +270,16 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
                                         f"--report-interval={interval}", "--histogram=on", "run"),
                                   cwd=os.path.dirname(script), timeout=duration + 120 + cfg.clients,
                                   secrets_=(account.password,), on_line=on_line, watch=watch)
-        server = window.result()
-    finally:
-        window.close()
-    result = parse_output(out.text)
-    if out.timed_out or (out.returncode != 0 and not result.timeline):
-        common.check_ran(out, "sysbench-tpcc run")
+        return common.Measured([("warm-up", warm), ("measured", out)], out)
+
+    peer = common.PeerRun(tool=name, label="sysbench-tpcc run", path=script, mode=MODE,
+                          runs_as="client-side statements", district_table=DISTRICT_TABLE,
+                          counters_note="from 'Threads started!' to the end of the measured run",
+                          parse=parse_output, execute=execute)
+    result, done = common.run_measured(spec, cfg, peer, common.run_settings(cfg, loaded, common.endpoint(spec)))
     result.warehouses = loaded
     result.warmup_seconds = float(warmup)
+    warm = done.runs[0][1]
     if warm is not None:
         result.extra["warmup_tps"] = parse_output(warm.text).tps
-    common.attach_server_counters(result, server, "from 'Threads started!' to the end of the measured run")
-    common.record_commands(result, [("warm-up", warm), ("measured", out)],
-                           common.run_settings(cfg, loaded, common.endpoint(spec)))
-    result.extra["tool"] = script
-    if cfg.mode != MODE:
-        result.extra["note"] = f"sysbench-tpcc runs client-side statements; --mode {cfg.mode} does not apply"
     return result

@@ -263,33 +263,25 @@ def run(spec: ConnectionSpec, cfg: RunConfig, *, on_line: common.LineSink | None
     start, loaded = common.prepare_run(spec, cfg, WAREHOUSE_TABLE, name, "tpcc-mysql", find_tool,
                                        keying_supported=False)
     warmup, duration, interval = common.whole_seconds(cfg)
-    window = common.CounterWindow(spec, cfg.database, DISTRICT_TABLE)
 
-    def watch(line: str) -> None:  # sample the server counters exactly around tpcc_start's measured phase
-        if MEASURING_START in line:
-            window.start()
-            if on_measuring:
-                on_measuring(float(duration))
-        elif STOPPING in line:
-            window.stop()
+    def execute(account: common.BenchAccount, window: common.CounterWindow) -> common.Measured:
+        def watch(line: str) -> None:  # sample the server counters exactly around tpcc_start's measured phase
+            if MEASURING_START in line:
+                window.start()
+                if on_measuring:
+                    on_measuring(float(duration))
+            elif STOPPING in line:
+                window.stop()
 
-    try:
-        with common.bench_account(spec, cfg.database) as account:
-            argv = [start] + _connection_args(account, cfg.database) + [
-                "-w", str(loaded), "-c", str(cfg.clients), "-r", str(warmup), "-l", str(duration),
-                "-i", str(interval)]
-            out = common.run_tool(argv, cwd=os.path.dirname(start), timeout=warmup + duration + 120 + cfg.clients,
-                                  secrets_=(account.password,), on_line=on_line, watch=watch)
-        server = window.result()
-    finally:
-        window.close()
-    result = parse_output(out.text)
-    if out.timed_out or (out.returncode != 0 and not result.timeline):
-        common.check_ran(out, "tpcc_start")
-    common.attach_server_counters(result, server, "at MEASURING START and STOPPING THREADS")
-    common.record_commands(result, [("ramp-up and measured", out)],
-                           common.run_settings(cfg, loaded, common.endpoint(spec), rampup_seconds=warmup))
-    result.extra["tool"] = start
-    if cfg.mode != MODE:
-        result.extra["note"] = f"tpcc-mysql runs client-side statements; --mode {cfg.mode} does not apply"
+        argv = [start] + _connection_args(account, cfg.database) + [
+            "-w", str(loaded), "-c", str(cfg.clients), "-r", str(warmup), "-l", str(duration), "-i", str(interval)]
+        out = common.run_tool(argv, cwd=os.path.dirname(start), timeout=warmup + duration + 120 + cfg.clients,
+                              secrets_=(account.password,), on_line=on_line, watch=watch)
+        return common.Measured([("ramp-up and measured", out)], out)
+
+    peer = common.PeerRun(tool=name, label="tpcc_start", path=start, mode=MODE, runs_as="client-side statements",
+                          district_table=DISTRICT_TABLE, counters_note="at MEASURING START and STOPPING THREADS",
+                          parse=parse_output, execute=execute)
+    result, _ = common.run_measured(spec, cfg, peer, common.run_settings(cfg, loaded, common.endpoint(spec),
+                                                                         rampup_seconds=warmup))
     return result

@@ -11,6 +11,7 @@ import pwd
 import stat
 from dataclasses import dataclass
 
+from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 from tuner.core.server import ServerModel
 from tuner.core.units import PAGE_SIZES, human_size, parse_page_size
@@ -180,10 +181,10 @@ def check_source(component: str, model: ServerModel, source: str) -> None:
 
 
 def check_server_state(state: str, stop_myself: bool, describe: str, stop_hint: str) -> None:
-    if state == "crashed":
+    if state == SandboxState.CRASHED:
         raise MoveError(f"{describe} was not shut down cleanly (crashed or killed); start it so InnoDB recovers, "
                         "then plan the move again")
-    if not stop_myself and state == "running":
+    if not stop_myself and state == SandboxState.RUNNING:
         raise MoveError(f"{describe} is still running, and --no-shutdown says it should be stopped for the offline "
                         f"steps; stop it first ({stop_hint}) or drop --no-shutdown to let innotier stop it")
 

@@ -22,6 +22,8 @@ from typing import Any, Callable
 from tuner.core.errors import InnotierError, MoveError
 from tuner.core.sandbox import on_destroy
 
+from datadir_mover.move import proof as proofmod
+from datadir_mover.move import since_start
 from datadir_mover.move.copy import Manifest
 from datadir_mover.move.finalize_step import FinalizeStep
 from datadir_mover.move.journal import STATES, Journal, all_journals, moves_dir
@@ -32,6 +34,10 @@ from datadir_mover.move.rollback_steps import RollbackSteps
 from datadir_mover.move.server_steps import ServerSteps
 from datadir_mover.move.stepbase import Echo, MoveHalted, ProgressFactory, no_progress, quiet
 from datadir_mover.move.timings import timings
+
+
+MAX_WRITE_BLOCK_S = 1.5  # longest block of commits before the stop (sample, flush, last pass): then the plain stop
+OPTIONS_FILE = "options.json"  # how this move was asked to run, beyond its plan
 
 
 class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeStep):
@@ -45,10 +51,16 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         self.control = plan.control_obj()
         self._lock_conn = None
         self._precopy: Manifest | None = None  # the last pre-copy pass, with its block digests (memory only)
+        self._copied: Manifest | None = None  # COPY's manifest, with the block digests it verified (memory only)
+        self.background_proof = True  # after START, hash the stopped source in a detached process (proof.py)
+        self.max_write_block_s = float((journal.load_json(OPTIONS_FILE) or {}).get("max_write_block_s",
+                                                                                     MAX_WRITE_BLOCK_S))
 
     @classmethod
-    def create(cls, plan: Plan, echo: Echo = quiet, progress: ProgressFactory = no_progress) -> "Executor":
+    def create(cls, plan: Plan, echo: Echo = quiet, progress: ProgressFactory = no_progress,
+               max_write_block_s: float = MAX_WRITE_BLOCK_S) -> "Executor":
         journal = Journal.create(moves_dir() / plan.move_id, plan.to_dict())
+        journal.save_json(OPTIONS_FILE, {"max_write_block_s": max_write_block_s})
         return cls(plan, journal, echo, progress)
 
     @classmethod
@@ -86,16 +98,36 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
             raise
         except (InnotierError, OSError) as exc:
             self._release_read_lock()
-            reason = str(exc)
-            self.echo(f"{state} failed: {reason}; rolling back")
-            try:
-                self._rollback(reason=f"{state} failed: {reason}")
-            except Exception as exc2:  # the rollback itself failed: leave the journal for the operator
-                raise MoveError(f"move failed in {state} ({reason}) and the automatic rollback failed too ({exc2}); "
-                                f"fix that and run `innotier move rollback --id {self.plan.move_id}`") from None
-            raise MoveError(f"move failed in {state}: {reason}; rolled back: {self.control.describe()} uses "
-                            f"{self.plan.source_dir} again, verified") from None
+            if since_start.accepted_on_target(self.journal):
+                raise self._halt_after_start(state, exc) from None
+            self._roll_back_after(state, exc)
         self.journal.finish(state, **data)
+        if state == "START" and self.background_proof and proofmod.pending(self.journal):
+            proofmod.start_background(self.journal)
+
+    def _halt_after_start(self, state: str, exc: BaseException) -> MoveHalted:
+        """Clients may have written to the target: nothing automatic may throw their commits away."""
+        cost = since_start.writes_since_start(self.journal, self.plan.connection_spec()).text()
+        return MoveHalted(f"{state} failed after {self.control.describe()} accepted connections on "
+                          f"{self.plan.target_dir}: {exc}; the move halts there (nothing rolled back, nothing "
+                          f"discarded): fix it and run `innotier move resume --id {self.plan.move_id}`, or go back "
+                          f"with `innotier move rollback --id {self.plan.move_id} --discard-writes-since-start`, "
+                          f"which discards {cost}")
+
+    def _roll_back_after(self, state: str, exc: BaseException) -> None:
+        reason = str(exc)
+        self.echo(f"{state} failed: {reason}; rolling back")
+        try:
+            self._rollback(reason=f"{state} failed: {reason}")
+        except Exception as exc2:  # the rollback itself failed: leave the journal for the operator
+            raise MoveError(f"move failed in {state} ({reason}) and the automatic rollback failed too ({exc2}); "
+                            f"fix that and run `innotier move rollback --id {self.plan.move_id}`") from None
+        raise MoveError(f"move failed in {state}: {reason}; rolled back: {self.control.describe()} uses "
+                        f"{self.plan.source_dir} again, verified") from None
+
+    def prove(self, rate: int = 0) -> "proofmod.Proof | None":
+        """Run what is left of the proof here (after a prover already at work, if any); None: no proof recorded."""
+        return proofmod.run(self.journal, rate=rate, wait=True)
 
     def _do_commit(self) -> dict[str, Any]:
         return self.timings()
@@ -154,7 +186,8 @@ def status_of(journal: Journal) -> dict[str, Any]:
             "from": plan["source_dir"], "to": plan["target_dir"], "phase": journal.phase,
             "last": f"{last.state} {last.event}" if last else None,
             "at": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(last.at)) if last else None,
-            "state": journal.describe(), **ex_timings}
+            "state": journal.describe(), "proof": proof.text() if (proof := proofmod.Proof.load(journal)) else None,
+            **ex_timings}
 
 
 __all__ = ["Executor", "HANDLERS", "MoveHalted", "STATES", "status_of"]

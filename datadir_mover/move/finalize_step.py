@@ -11,7 +11,8 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 from tuner.core.server import inspect
 
-from datadir_mover.move import components, placement
+from datadir_mover.move import components, placement, since_start, volatile
+from datadir_mover.move import proof as proofmod
 from datadir_mover.move.copy import Manifest
 from datadir_mover.move.journal import crash_point
 
@@ -20,17 +21,22 @@ class FinalizeStep:
     """FINALIZE (mixed into ``Executor``)."""
 
 
-    def finalize(self) -> dict[str, Any]:
+    def finalize(self, accept_volatile: bool = False, persist_backing: str | None = None) -> dict[str, Any]:
+        """Remove the source, once the proof passed and the target does not depend on memory alone."""
         last = self.journal.last()
         if self.journal.phase == "finalized":
             raise MoveError(f"move {self.plan.move_id} is already finalized")
         if self.journal.phase != "committed":
             raise MoveError(f"move {self.plan.move_id} is not committed ({self.journal.describe()}); only a committed "
                             "move's source can be removed")
+        resumed = bool(last and last.state == "FINALIZE")
+        if not resumed:
+            self._require_proof()
+            volatile.require_persistence(self.plan.target_dir, self.plan.move_id, persist_backing, accept_volatile)
         self.journal.lock()
         try:
             self._require_server_on_target()
-            if not (last and last.state == "FINALIZE"):
+            if not resumed:
                 self.journal.begin("FINALIZE")
             manifest = Manifest.from_dict(self.journal.load_json("copy-manifest.json"))
             removed, kept = self._remove_source(manifest)
@@ -39,6 +45,23 @@ class FinalizeStep:
             return data
         finally:
             self.journal.unlock()
+
+    def _require_proof(self) -> None:
+        """The proof must have passed; run (or wait for) what is left of it first."""
+        if proofmod.pending(self.journal) and proofmod.prover_alive(self.journal):
+            self.echo("waiting for the proof running in the background")
+        proof = proofmod.run(self.journal, rate=0, wait=True)
+        if proof is None:
+            raise MoveError(f"move {self.plan.move_id} has no proof (made by an innotier without one); the source "
+                            "is kept: compare the target with it yourself, then remove it by hand")
+        if proof.status != "passed":
+            cost = since_start.writes_since_start(self.journal, self.plan.connection_spec()).text()
+            raise MoveError(f"the proof of move {self.plan.move_id} failed: the target is not the stopped source "
+                            f"({'; '.join(m.text() for m in proof.mismatches[:3])}); the source is kept.  Choices: "
+                            f"go back with `innotier move rollback --id {self.plan.move_id} "
+                            f"--discard-writes-since-start` (the server returns to the source as it was at the stop, "
+                            f"discarding {cost}), or keep running on the target and repair the named files' tables "
+                            "from the source or a backup (the source stays until you remove it)")
 
     def _require_server_on_target(self) -> None:
         state = self.control.state()

@@ -13,7 +13,8 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
 from datadir_mover import apparmor
-from datadir_mover.move import components
+from datadir_mover.move import components, fingerprint
+from datadir_mover.move import proof as proofmod
 from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
 from datadir_mover.move.journal import crash_point
 from datadir_mover.move.stepbase import MoveHalted, model_stub
@@ -29,10 +30,8 @@ class OfflineSteps:
             self.journal.save_json("copy-manifest.json", Manifest(self.plan.source_dir, self.plan.target_dir).to_dict())
             return {"files": 0, "bytes": 0}
         prev = None
-        if self.plan.precopy:  # the passes' block digests live in memory: after a restart, changed files go whole
-            prev = self._precopy
-            if prev is None and (saved := self.journal.load_json("precopy-manifest.json")):
-                prev = Manifest.from_dict(saved)
+        if self.plan.precopy:  # the last pass's block digests: in memory, or as journaled after a restart
+            prev = self._precopy or self._saved_precopy()
         entries = self._entries()
         total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
         advance = self.progress("copy (server stopped)", total)
@@ -47,6 +46,7 @@ class OfflineSteps:
                                  after_file=self._mid("COPY"), verify=False,
                                  page_size=int(self.plan.server["page_size"]), stable=True)
         self.journal.save_json("copy-manifest.json", manifest.to_dict())
+        self._copied = manifest
         return {"files": st.files_copied, "bytes": st.bytes_copied, "files_delta": st.files_delta,
                 "bytes_read": read[0] - st.bytes_skipped,
                 "files_unchanged_since_precopy": st.files_skipped,
@@ -62,11 +62,16 @@ class OfflineSteps:
         t0 = time.monotonic()
         verify_tree(manifest)
         self.journal.save_json("copy-manifest.json", manifest.to_dict())
+        if self._copied is not None:  # the block digests the copy verified (memory only: a restart reads the target)
+            manifest.blocks = self._copied.blocks
+        proof = proofmod.record_at_switch(self.journal, self.plan, manifest)
+        fingerprint.record(self.journal, self.plan)
         return {"files": sum(1 for r in manifest.records.values() if r.kind == "file"),
-                "seconds": round(time.monotonic() - t0, 3)}
+                "seconds": round(time.monotonic() - t0, 3), "proof": proof.status}
 
     def _do_switch(self) -> dict[str, Any]:
         self._require_stopped("SWITCH")
+        fingerprint.require_unchanged(self.journal, self.plan)
         self._ensure_target()
         write_atomic(self.plan.placement_file, self.plan.placement_after, mode=0o644)
         crash_point("SWITCH:mid")
@@ -83,7 +88,11 @@ class OfflineSteps:
         return walk(self.plan.source_dir, names)
 
     def _ensure_target(self) -> None:
+        """Create the target with the server's owner and mode; a directory that existed before the plan is not
+        the move's to change (preflight.check_owner made sure the server can write into it)."""
         t = Path(self.plan.target_dir)
+        if self.plan.target_exists:
+            return
         if not t.exists():
             t.mkdir(mode=0o700)
             fsync_dir(t.parent)

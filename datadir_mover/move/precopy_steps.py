@@ -65,7 +65,7 @@ class PrecopySteps:
             manifest, st = self._precopy_pass(n, manifest, page_size)
             passes.append(st)
         self._precopy = manifest
-        self.journal.save_json("precopy-manifest.json", manifest.to_dict())
+        self._save_precopy(manifest)
         final = passes[-1]
         rate = self.plan.estimates.get("copy_rate_bytes_per_s") or 100e6
         # the offline delta rewrites about what the last online pass rewrote (the blocks written during one
@@ -94,16 +94,20 @@ class PrecopySteps:
                           "files_changed": st.files_copied, "files_delta": st.files_delta,
                           "bytes_written": st.bytes_copied, "files_unchanged": st.files_skipped}
 
-    def _last_pass_under_the_block(self, data: dict[str, Any]) -> None:
+    def _last_pass_under_the_block(self, data: dict[str, Any], saved: dict[str, str] | None) -> None:
         """Pre-copied move, commits already blocked for the sample: flush the dirty pages and copy them while reads
         are still served, so the shutdown has nearly nothing to write and the offline delta nearly nothing to read.
 
         With commits blocked the clients stop dirtying pages (each holds at most one transaction waiting at its
-        commit), so the flush (``preflush``, at most ``QUIESCE_FLUSH_S``) empties the pool's dirty list and one
-        more online pass copies what it wrote; writes stay blocked that much longer while the server stays up
-        (docs/relocation.md, "The last pass under the block", has the measurements behind this trade).
-        Skipped without a pre-copy in memory (a resumed move), when the flush cannot run, and for
-        components without page files (``PAGE_FILE_COMPONENTS``).
+        commit), so the flush (``preflush``) empties the pool's dirty list and one more online pass copies what
+        it wrote; writes stay blocked that much longer while the server stays up (docs/relocation.md, "The last
+        pass under the block", has the measurements behind this trade).  The whole block before the stop is
+        bounded by ``max_write_block_s``: the flush gets what is left of it, and the pass runs only when the
+        last online pass took no longer than what then remains; otherwise the plain stop follows.  The pass is
+        saved (manifest and block digests) so a restarted mover's offline delta still rewrites only changed
+        blocks, and the flush settings are put back as soon as it is done.  Skipped without a pre-copy in
+        memory (a resumed move), when the flush cannot run, and for components without page files
+        (``PAGE_FILE_COMPONENTS``).
         """
         if not self.plan.precopy or self._precopy is None or self._lock_conn is None:
             return
@@ -112,14 +116,41 @@ class PrecopySteps:
             # blocking writes longer buys almost no shorter stop (docs/relocation.md)
             return
         t0 = time.monotonic()
+        left = self.max_write_block_s - (time.time() - data.get("read_lock_at", time.time()))
         flushed: dict[str, Any] = {}
-        self._preflush(flushed, QUIESCE_FLUSH_S)
+        if left > 0:
+            self._preflush(flushed, min(QUIESCE_FLUSH_S, left / 2))
+        else:
+            flushed["preflush"] = {"skipped": f"the sample under the block used the --max-write-block of "
+                                              f"{self.max_write_block_s:g} s"}
+        passes = PrecopyData.of(self.journal).passes
+        expected = passes[-1]["seconds"] if passes else float("inf")
+        left = self.max_write_block_s - (time.time() - data.get("read_lock_at", time.time()))
+        if "skipped" not in flushed["preflush"] and expected > left:
+            flushed["preflush"] = {**flushed["preflush"], "skipped": f"a pass takes about {expected:.1f} s, more than "
+                                   f"the {max(left, 0):.1f} s left of the --max-write-block"}
         if "skipped" in flushed["preflush"]:  # only time is at stake: the shutdown flushes what is left
             data["last_pass"] = flushed["preflush"]
-            return
-        n = len(PrecopyData.of(self.journal).passes) + 1
-        self._precopy, st = self._precopy_pass(n, self._precopy, int(self.plan.server["page_size"]))
-        data["last_pass"] = {"flush": flushed["preflush"], "pass": st, "seconds": round(time.monotonic() - t0, 3)}
+        else:
+            self._precopy, st = self._precopy_pass(len(passes) + 1, self._precopy, int(self.plan.server["page_size"]))
+            self._save_precopy(self._precopy)
+            data["last_pass"] = {"flush": flushed["preflush"], "pass": st,
+                                 "seconds": round(time.monotonic() - t0, 3)}
+        data["flush_settings_restored"] = self._restore_flush_settings(saved)
+
+    def _save_precopy(self, manifest: Manifest) -> None:
+        """Journal a pass: its manifest and block digests, so a restarted mover's delta rewrites changed blocks only."""
+        self.journal.save_json("precopy-manifest.json", manifest.to_dict())
+        self.journal.save_json("precopy-blocks.json", {rel: b.hex() for rel, b in manifest.blocks.items()})
+
+    def _saved_precopy(self) -> Manifest | None:
+        saved = self.journal.load_json("precopy-manifest.json")
+        if saved is None:
+            return None
+        manifest = Manifest.from_dict(saved)
+        manifest.blocks = {rel: bytes.fromhex(h) for rel, h in (self.journal.load_json("precopy-blocks.json")
+                                                                 or {}).items()}
+        return manifest
 
     def _preflush(self, data: dict[str, Any], limit_s: float = preflush.LIMIT_S) -> dict[str, str] | None:
         """Flush dirty pages at full speed while the server serves (``preflush``); the settings to restore.
@@ -137,7 +168,7 @@ class PrecopySteps:
                 finally:
                     conn.close()
                 self.journal.save_json("flush-settings.json", saved)
-            result = preflush.flush(spec, saved, int(self.plan.server["page_size"]), limit_s, echo=self.echo)
+            result = preflush.flush(spec, int(self.plan.server["page_size"]), limit_s, echo=self.echo)
         except Exception as exc:  # noqa: BLE001 - the flush only saves shutdown time: without it the stop flushes
             data["preflush"] = {"skipped": str(exc)}
             if saved is not None:
@@ -146,7 +177,13 @@ class PrecopySteps:
         data["preflush"] = result.to_dict()
         return saved
 
-    def _restore_flush_settings(self, saved: dict[str, str] | None) -> None:
-        if saved is not None:
-            preflush.restore(self.plan.connection_spec(), saved)
+    def _restore_flush_settings(self, saved: dict[str, str] | None) -> bool | None:
+        """Put the flush settings back (None: nothing to restore); a failure is said, not swallowed."""
+        if saved is None:
+            return None
+        ok = preflush.restore(self.plan.connection_spec(), saved)
+        if not ok and self.control.state() == SandboxState.RUNNING:
+            self.echo(f"could not put the flush settings back on {self.control.describe()}; set them by hand: "
+                      + ", ".join(f"SET GLOBAL {k} = {v}" for k, v in saved.items()))
+        return ok
 

@@ -12,7 +12,8 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
 from datadir_mover import apparmor
-from datadir_mover.move import components, verify
+from datadir_mover.move import components, since_start, verify
+from datadir_mover.move import proof as proofmod
 from datadir_mover.move.stepbase import model_stub
 from datadir_mover.move.stepdata import ShutdownData
 
@@ -30,15 +31,21 @@ class RollbackSteps:
         self.journal.save_json("before.json", before)
         return {}
 
-
-    def rollback(self, reason: str = "asked by the operator") -> dict[str, Any]:
+    def rollback(self, reason: str = "asked by the operator", discard_writes_since_start: bool = False) -> dict[str, Any]:
         phase = self.journal.phase
-        if phase in ("committed", "finalized"):
+        proof = proofmod.Proof.load(self.journal)
+        failed_proof = phase == "committed" and proof is not None and proof.status == "failed"
+        if phase in ("committed", "finalized") and not (failed_proof and discard_writes_since_start):
             raise MoveError(f"move {self.plan.move_id} is {phase}: the server has run on {self.plan.target_dir} since, "
                             f"so the source is stale; to go back, move again (`innotier move plan "
                             f"{self.plan.component} --to {self.plan.source_dir}`) after finalizing this one")
         if phase == "rolled_back":
             raise MoveError(f"move {self.plan.move_id} is already rolled back")
+        if since_start.accepted_on_target(self.journal) and not discard_writes_since_start:
+            cost = since_start.writes_since_start(self.journal, self.plan.connection_spec()).text()
+            raise MoveError(f"{self.control.describe()} has accepted connections on {self.plan.target_dir}: rolling "
+                            f"back discards {cost}; if that is what you want, run `innotier move rollback --id "
+                            f"{self.plan.move_id} --discard-writes-since-start`")
         self.journal.lock()
         try:
             return self._rollback(reason)

@@ -9,10 +9,14 @@ from tuner.core.errors import InnotierError, MoveError
 from tuner.core.server import fetch_status
 from tuner.core.sandbox import SandboxState, port_in_use
 
-from datadir_mover.move import preflush, verify
+from datadir_mover.move import fingerprint, preflush, sample, since_start, verify
 from datadir_mover.move.journal import crash_point
 from datadir_mover.move.stepbase import MoveHalted
 from datadir_mover.move.stepdata import PrecopyData, ShutdownData
+
+
+LOCK_WAIT_S = 5  # the commit block waits at most this long for a lock (FTWRL queues behind a long query)
+ER_LOCK_WAIT_TIMEOUT = 1205
 
 
 class ServerSteps:
@@ -37,7 +41,7 @@ class ServerSteps:
                 if self.plan.verify != "files":
                     data["read_lock_at"] = time.time()
                     self._checksum_under_read_lock(data)
-                    self._last_pass_under_the_block(data)
+                    self._last_pass_under_the_block(data, saved)
                 crash_point("SHUTDOWN:mid")
                 self.echo(f"stopping {self.control.describe()} ({self.plan.shutdown_mode} shutdown)")
                 if self._lock_conn is not None:
@@ -64,11 +68,14 @@ class ServerSteps:
 
     def _do_start(self) -> dict[str, Any]:
         if self.control.state() != SandboxState.RUNNING and not self._wait_for_starting_server():
+            if sum(1 for r in self.journal.records() if r.state == "START" and r.event == "begin") == 1:
+                fingerprint.require_unchanged(self.journal, self.plan)  # an earlier START may have run it here
             seconds = self.control.start()
         else:
             seconds = 0.0
         self._wait_accepting()
         started = time.time()
+        since_start.record_baseline(self.journal, self.plan.connection_spec())
         if self.plan.verify == "tables":
             self._take_read_lock()  # no client write may land before the checksums are compared
         return {"started_at": started, "start_seconds": round(seconds, 3)}
@@ -91,7 +98,8 @@ class ServerSteps:
         except MoveError as exc:
             raise MoveHalted(f"{exc}; the server runs on {self.plan.target_dir}: if clients wrote between the start "
                              "and the check this is expected (`innotier move resume` checks again), otherwise "
-                             f"`innotier move rollback --id {self.plan.move_id}` returns to the old files") from None
+                             f"`innotier move rollback --id {self.plan.move_id} --discard-writes-since-start` "
+                             "returns to the old files") from None
         finally:
             self._release_read_lock()
         return result.to_dict()
@@ -100,18 +108,45 @@ class ServerSteps:
         return self.timings()
 
     def _checksum_under_read_lock(self, data: dict[str, Any]) -> None:
-        spec = self.plan.connection_spec()
-        lock_and_read = verify.lock_and_checksum if self.plan.verify == "tables" else verify.lock_and_sample
         t0 = time.monotonic()
         try:
-            self._lock_conn, sums = lock_and_read(spec)
+            self._lock_conn, sums = self._block_and_read()
         except InnotierError:
             if self.journal.load_json("checksums-before.json") is not None:
                 return  # resumed while the server was already shutting down: the saved values stand
             raise
+        except Exception as exc:  # noqa: BLE001 - only the lock wait is expected here; anything else is raised
+            if getattr(exc, "errno", None) != ER_LOCK_WAIT_TIMEOUT:
+                raise
+            data["block"] = (f"not obtained within lock_wait_timeout={LOCK_WAIT_S} s (a long statement held a "
+                             "lock): plain stop, no sample before it")
+            self.echo(data["block"])
+            return
         self.journal.save_json("checksums-before.json", sums)
         data["tables"] = len(sums)
         data["read_seconds"] = round(time.monotonic() - t0, 3)
+
+    def _block_and_read(self):
+        """(connection blocking commits, checksums or sample digests); the block waits at most ``LOCK_WAIT_S``."""
+        conn = self._blocking_connection()
+        try:
+            sums = verify.table_checksums(conn) if self.plan.verify == "tables" else sample.take(conn).digests
+        except BaseException:
+            conn.close()
+            raise
+        return conn, sums
+
+    def _blocking_connection(self):
+        conn = self.plan.connection_spec().with_database(None).connect()
+        try:
+            cur = conn.cursor()
+            cur.execute(f"SET SESSION lock_wait_timeout = {LOCK_WAIT_S}")
+            cur.close()
+            verify.block_writes(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _lsns(self) -> tuple[int, int, int]:
         """(last checkpoint, flushed, current) LSN of the server (MariaDB's Innodb_lsn_*; 0 where it has none)."""
@@ -127,9 +162,7 @@ class ServerSteps:
             return 0, 0, 0
 
     def _take_read_lock(self) -> None:
-        conn = self.plan.connection_spec().with_database(None).connect()
-        verify.block_writes(conn)
-        self._lock_conn = conn
+        self._lock_conn = self._blocking_connection()
 
     def _release_read_lock(self) -> None:
         if self._lock_conn is not None:

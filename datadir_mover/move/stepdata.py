@@ -8,30 +8,34 @@ Each view here names the fields a reader may rely on, with their defaults when t
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from datadir_mover.move.journal import Journal
 
-T = TypeVar("T")
+T = TypeVar("T", bound="StepView")
 
 
-def _view(cls: type[T], data: dict[str, Any] | None) -> T:
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in (data or {}).items() if k in names and v is not None})
+class StepView:
+    """A step's ``done`` record, known fields only (a missing or null field keeps its default)."""
+
+    STATE: ClassVar[str]
+
+    @classmethod
+    def of(cls: type[T], journal: Journal) -> T:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in journal.data(cls.STATE).items() if k in names and v is not None})
 
 
 @dataclass
-class PrecopyData:
+class PrecopyData(StepView):
+    STATE: ClassVar[str] = "PRECOPY"
     passes: list[dict[str, Any]] = field(default_factory=list)
     preflush: dict[str, Any] | None = None
 
-    @classmethod
-    def of(cls, journal: Journal) -> "PrecopyData":
-        return _view(cls, journal.data("PRECOPY"))
-
 
 @dataclass
-class ShutdownData:
+class ShutdownData(StepView):
+    STATE: ClassVar[str] = "SHUTDOWN"
     stop_began_at: float = 0.0
     stopped_at: float = 0.0
     read_lock_at: float = 0.0
@@ -39,16 +43,9 @@ class ShutdownData:
     preflush: dict[str, Any] = field(default_factory=dict)
     last_pass: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def of(cls, journal: Journal) -> "ShutdownData":
-        return _view(cls, journal.data("SHUTDOWN"))
-
 
 @dataclass
-class StartData:
+class StartData(StepView):
+    STATE: ClassVar[str] = "START"
     started_at: float = 0.0
     start_seconds: float = 0.0
-
-    @classmethod
-    def of(cls, journal: Journal) -> "StartData":
-        return _view(cls, journal.data("START"))

@@ -66,6 +66,9 @@ class PrecopySteps:
             passes.append(st)
         self._precopy = manifest
         self._save_precopy(manifest)
+        if "preflush" in flushed:  # the passes are over: the server gets its own flush settings back at once
+            flushed["preflush"]["settings_restored"] = self._restore_flush_settings(
+                self.journal.load_json("flush-settings.json"))
         final = passes[-1]
         rate = self.plan.estimates.get("copy_rate_bytes_per_s") or 100e6
         # the offline delta rewrites about what the last online pass rewrote (the blocks written during one

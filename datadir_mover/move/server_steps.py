@@ -33,8 +33,8 @@ class ServerSteps:
                 raise MoveHalted(f"{self.control.describe()} is still running, but this move expects it stopped "
                                  f"(--no-shutdown); stop it ({self.plan.control['stop_hint']}) and run "
                                  f"`innotier move resume --id {self.plan.move_id}`")
-            # after the pre-copy's own pre-flush and last pass, waiting here would only let the page cleaner write
-            # pages the offline delta then has to copy: the settings are still lowered, so stop at once
+            # after the pre-copy's own pre-flush and passes, waiting here would only let the page cleaner write
+            # pages the offline delta then has to copy: lower the settings again for the stop, without waiting
             saved = self._preflush(data, limit_s=0.0 if PrecopyData.of(self.journal).preflush
                                    else preflush.LIMIT_S)
             try:

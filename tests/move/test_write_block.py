@@ -49,3 +49,28 @@ def test_last_pass_under_the_block_keeps_to_the_budget(budget, clone, mv_tiers):
         assert ex.journal.load_json("precopy-blocks.json"), "the last pass was not journaled"
     assert _settings(spec) == original, "the pre-flush settings were left on the server"
     assert ex.prove().status == "passed"
+
+
+@pytest.mark.root
+def test_block_that_cannot_be_taken_in_lock_wait_timeout_falls_back_to_the_plain_stop(clone, mv_tiers):
+    """Another session holds the backup lock: the mover's block waits ``LOCK_WAIT_S`` (lock_wait_timeout on its
+    session), then stops without a sample instead of queueing behind it with every commit."""
+    from datadir_mover.move import plan as planmod
+    from datadir_mover.move.executor import Executor
+    from datadir_mover.move.server_steps import LOCK_WAIT_S
+
+    sb = clone("mv-block-held")
+    spec = sb.connection_spec()
+    holder = spec.with_database(None).connect()
+    holder.cursor().execute("BACKUP STAGE START")  # one backup at a time: the mover's BACKUP STAGE START waits
+    try:
+        plan = planmod.build(planmod.MoveRequest("datadir", os.path.join(mv_tiers["tmpfs"], "held"), probe=False),
+                             spec)
+        ex = Executor.create(plan)
+        ex.background_proof = False
+        result = ex.run()
+    finally:
+        holder.close()
+    shutdown = ex.journal.data("SHUTDOWN")
+    assert f"lock_wait_timeout={LOCK_WAIT_S}" in shutdown["block"] and "plain stop" in shutdown["block"], shutdown
+    assert result["phase"] == "committed" and ex.journal.load_json("checksums-before.json") is None

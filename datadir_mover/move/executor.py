@@ -8,10 +8,13 @@ simply runs the first state that is not ``done``.  Each state's handler is named
 SWITCH), ``rollback_steps`` (PLAN, ROLLBACK, CLOSE) and ``finalize_step``.
 
 A failure inside a step rolls the move back automatically (server back on the old
-location, verified); a crash (SIGKILL, power cut) leaves the journal for
+location, verified) until the server has accepted connections on the target; from then on
+it halts and names what failed, since a rollback would discard what clients committed
+(``since_start.py``).  A crash (SIGKILL, power cut) leaves the journal for
 ``innotier move resume`` or ``innotier move rollback``.  A step that finds the world in a
-state it must not touch (the server running during an offline step) halts without
-rolling back: the operator decides.
+state it must not touch (the server running during an offline step, a source that moved
+on since VERIFY: ``fingerprint.py``) halts without rolling back: the operator decides.
+After START a detached process proves the move (``proof.py``); finalize waits for it.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ and mtimes; ``ib_logfile0`` of MariaDB 10.8+ (the servers here) is read by conte
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from datadir_mover.move import components
@@ -50,7 +51,7 @@ def _redo_logs(plan: Plan) -> list[Path]:
 
 def take(plan: Plan) -> dict:
     names = components.top_names(plan.component, model_stub(plan), plan.source_dir)
-    files = {rel: st.st_size for rel, st in walk(plan.source_dir, names) if not os.path.isdir(Path(plan.source_dir) / rel)}
+    files = {rel: st.st_size for rel, st in walk(plan.source_dir, names) if stat.S_ISREG(st.st_mode)}
     redo = {}
     for p in _redo_logs(plan):
         lsn = redo_checkpoint(p)

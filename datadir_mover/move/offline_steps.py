@@ -112,7 +112,8 @@ class OfflineSteps:
     def _require_stopped(self, state: str) -> None:
         now = self.control.state()
         if now != SandboxState.STOPPED:
-            raise MoveHalted(f"{self.control.describe()} is {now} during the offline {state} step, where it must be "
-                             f"stopped (something restarted it?); stop it ({self.plan.control['stop_hint']}) and run "
+            raise MoveHalted(f"{self.control.describe()} is {now.value} during the offline {state} step, where it "
+                             f"must be stopped (something restarted it?); stop it "
+                             f"({self.plan.control['stop_hint']}) and run "
                              f"`innotier move resume --id {self.plan.move_id}`")
 

@@ -91,7 +91,8 @@ class Proof:
         if self.status == "failed":
             return "failed: " + "; ".join(m.text() for m in self.mismatches[:5])
         pct = 100 * self.bytes_done // max(self.bytes_total, 1)
-        return f"pending ({pct}% of {self.bytes_total} bytes hashed{'; stopped on: ' + self.last_error if self.last_error else ''})"
+        stopped = f"; stopped on: {self.last_error}" if self.last_error else ""
+        return f"pending ({pct}% of {self.bytes_total} bytes hashed{stopped})"
 
 
 # ---------------------------------------------------------------------------

@@ -31,7 +31,8 @@ class RollbackSteps:
         self.journal.save_json("before.json", before)
         return {}
 
-    def rollback(self, reason: str = "asked by the operator", discard_writes_since_start: bool = False) -> dict[str, Any]:
+    def rollback(self, reason: str = "asked by the operator",
+                 discard_writes_since_start: bool = False) -> dict[str, Any]:
         phase = self.journal.phase
         proof = proofmod.Proof.load(self.journal)
         failed_proof = phase == "committed" and proof is not None and proof.status == "failed"

@@ -44,6 +44,7 @@ def _inject(path: Path, at: int) -> bytes:
 def test_page_body_written_on_the_source_after_its_precopy_is_caught_before_finalize(clone, mv_tiers):
     from datadir_mover.move import plan as planmod
     from datadir_mover.move.executor import Executor, status_of
+    from tuner.core.server import inspect
 
     sb = clone("mv-proof")
     spec = sb.connection_spec()
@@ -79,3 +80,12 @@ def test_page_body_written_on_the_source_after_its_precopy_is_caught_before_fina
     assert "proof" in msg and "tpcc/item.ibd" in msg and "--discard-writes-since-start" in msg and "\n" not in msg
     assert "commits" in msg  # the cost of going back
     assert victim.exists() and ex.journal.phase == "committed", "finalize removed the source"
+
+    # the first choice the refusal names: back to the source as it was at the stop (it holds the bytes the copy
+    # missed), only with the explicit flag
+    with pytest.raises(MoveError, match="committed"):
+        Executor.open(ex.journal).rollback()
+    back = Executor.open(ex.journal).rollback(discard_writes_since_start=True)
+    assert back["started"] and ex.journal.phase == "rolled_back"
+    assert os.path.realpath(inspect(spec).datadir) == os.path.realpath(plan.source_dir)
+    assert victim.read_bytes()[at:at + len(INJECTED)] == INJECTED

@@ -41,7 +41,7 @@ def _inject(path: Path, at: int) -> bytes:
 
 
 @pytest.mark.root
-def test_page_body_written_on_the_source_after_its_precopy_is_caught_before_finalize(clone, mv_tiers):
+def test_page_body_written_on_the_source_after_its_precopy_is_caught_before_finalize(clone, mv_tiers, cli):
     from datadir_mover.move import plan as planmod
     from datadir_mover.move.executor import Executor, status_of
     from tuner.core.server import inspect
@@ -73,6 +73,10 @@ def test_page_body_written_on_the_source_after_its_precopy_is_caught_before_fina
     assert bad and any(a <= at and at + len(INJECTED) <= b for a, b in bad[0].ranges), proof
     assert [m.file for m in proof.mismatches] == ["tpcc/item.ibd"], proof
     assert "tpcc/item.ibd" in status_of(ex.journal)["proof"]
+    shown = cli("move", "status", "--id", ex.journal.dir.name)
+    assert f"{ex.journal.dir.name}: proof failed: tpcc/item.ibd (content differs: bytes" in shown.stdout, shown.stdout
+    again = cli("move", "verify", "--id", ex.journal.dir.name, "--json")
+    assert again.returncode == 1 and '"status": "failed"' in again.stdout, again.stdout + again.stderr
 
     with pytest.raises(MoveError) as refused:
         ex.finalize(accept_volatile=True)

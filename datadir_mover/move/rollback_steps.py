@@ -42,7 +42,9 @@ class RollbackSteps:
                             f"{self.plan.component} --to {self.plan.source_dir}`) after finalizing this one")
         if phase == "rolled_back":
             raise MoveError(f"move {self.plan.move_id} is already rolled back")
-        if since_start.accepted_on_target(self.journal) and not discard_writes_since_start:
+        may_have_written = since_start.accepted_on_target(self.journal) or (
+            self.journal.began("START") and self.control.state() == SandboxState.RUNNING)  # started, then killed
+        if may_have_written and not discard_writes_since_start:
             cost = since_start.writes_since_start(self.journal, self.plan.connection_spec()).text()
             raise MoveError(f"{self.control.describe()} has accepted connections on {self.plan.target_dir}: rolling "
                             f"back discards {cost}; if that is what you want, run `innotier move rollback --id "

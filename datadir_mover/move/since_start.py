@@ -34,8 +34,8 @@ class WritesSinceStart:
 
     def text(self) -> str:
         if not self.known:
-            return ("an unknown number of commits (the server is not reachable or restarted since, so its counters "
-                    "no longer reach back to the start)")
+            return ("an unknown number of commits (the server's counters do not reach back to the start: it is not "
+                    "reachable, restarted since, or was already running when a resumed mover read them)")
         return (f"{self.commits} commits and {self.row_writes} row-changing statements "
                 f"({self.redo_bytes} bytes of redo) the server has taken on the target since the start")
 
@@ -49,10 +49,19 @@ def _counters(spec: ConnectionSpec) -> dict[str, int]:
     return {k: int(status[k]) for k in COUNTERS if str(status.get(k, "")).lstrip("-").isdigit()}
 
 
-def record_baseline(journal: Journal, spec: ConnectionSpec) -> None:
-    """Save the counters now (the server has just accepted connections on the target); keep an earlier record."""
-    if journal.load_json(BASELINE_FILE) is None:
-        journal.save_json(BASELINE_FILE, {**_counters(spec), "at": int(time.time())})
+def record_baseline(journal: Journal, spec: ConnectionSpec, exact: bool = True) -> None:
+    """Save the counters now (the server has just accepted connections on the target); keep an earlier record.
+
+    ``exact`` False: the server was already running when this START ran (a resumed mover), so clients may
+    have written before these counters were read; the record then only says that they may have.
+    """
+    if journal.load_json(BASELINE_FILE) is not None:
+        return
+    try:
+        counters = _counters(spec) if exact else {}
+    except (InnotierError, OSError):  # it accepted one connection: whether it takes more, the evidence stands
+        counters = {}
+    journal.save_json(BASELINE_FILE, {**counters, "at": int(time.time()), "exact": bool(counters)})
 
 
 def accepted_on_target(journal: Journal) -> bool:
@@ -63,6 +72,8 @@ def writes_since_start(journal: Journal, spec: ConnectionSpec) -> WritesSinceSta
     base = journal.load_json(BASELINE_FILE)
     if base is None:
         return WritesSinceStart(True)
+    if not base.get("exact", True):
+        return WritesSinceStart(False)
     try:
         now = _counters(spec)
     except (InnotierError, OSError):

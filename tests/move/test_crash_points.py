@@ -58,23 +58,13 @@ def crash_box(golden, mv_tiers):
     sb = mvhelpers.clone_sandbox("mv-crash")
     spec = sb.connection_spec()
     state = {"sb": sb, "spec": spec, "before": mvhelpers.checksums(spec), "home": sb.datadir,
-             "flush": _flush_settings(spec),
+             "flush": mvhelpers.flush_settings(spec),
              "tier": os.path.join(mv_tiers["tmpfs"], "crash"), "n": 0, "tried": []}
     yield state
     from tuner.core.sandbox import Sandbox
 
     print(f"\ncrash points tried: {len(state['tried'])} ({', '.join(state['tried'])})")
     Sandbox.load("mv-crash").destroy(force=True)
-
-
-def _flush_settings(spec) -> dict:
-    from datadir_mover.move import preflush
-
-    conn = spec.with_database(None).connect()
-    try:
-        return preflush.read_settings(conn)
-    finally:
-        conn.close()
 
 
 def _datadir(spec) -> str:
@@ -151,7 +141,8 @@ def test_kill_mover_then_recover(point, action, crash_box, cli):
     assert sb.state().value == "running"
     assert os.path.realpath(_datadir(spec)) == os.path.realpath(expected)
     assert mvhelpers.checksums(spec) == crash_box["before"], f"table contents changed after {point} + {action}"
-    assert _flush_settings(spec) == crash_box["flush"], f"the pre-flush settings stayed after {point} + {action}"
+    assert mvhelpers.flush_settings(spec) == crash_box["flush"], \
+        f"the pre-flush settings stayed after {point} + {action}"
     if point == "COMMIT:done":
         mvhelpers.data_consistent(spec)
     assert _phase(move_id) == ("rolled_back" if expected == here else "committed")

@@ -12,15 +12,7 @@ import os
 
 import pytest
 
-
-def _settings(spec) -> dict:
-    from datadir_mover.move import preflush
-
-    conn = spec.with_database(None).connect()
-    try:
-        return preflush.read_settings(conn)
-    finally:
-        conn.close()
+import mvhelpers
 
 
 @pytest.mark.root
@@ -31,7 +23,7 @@ def test_last_pass_under_the_block_keeps_to_the_budget(budget, clone, mv_tiers):
 
     sb = clone(f"mv-block-{int(budget * 10)}")
     spec = sb.connection_spec()
-    original = _settings(spec)
+    original = mvhelpers.flush_settings(spec)
     plan = planmod.build(planmod.MoveRequest("datadir", os.path.join(mv_tiers["tmpfs"], f"block{budget:g}"),
                                              precopy=True, probe=False), spec)
     ex = Executor.create(plan, max_write_block_s=budget)
@@ -47,7 +39,7 @@ def test_last_pass_under_the_block_keeps_to_the_budget(budget, clone, mv_tiers):
         assert "pass" in last, last
         assert shutdown["flush_settings_restored"] is True, shutdown
         assert ex.journal.load_json("precopy-blocks.json"), "the last pass was not journaled"
-    assert _settings(spec) == original, "the pre-flush settings were left on the server"
+    assert mvhelpers.flush_settings(spec) == original, "the pre-flush settings were left on the server"
     assert ex.prove().status == "passed"
 
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
-from tuner.core.errors import MoveError, UsageError
+from tuner.core.errors import InnotierError, MoveError, UsageError
 from tuner.core.server import COMPONENTS
 from datadir_mover.move.plan import MoveRequest
 from datadir_mover.move import plan as planmod
 from tuner.core.durable import write_json_atomic
-from datadir_mover.move.executor import Executor, status_of  # also registers the sandbox-destroy closer
+from datadir_mover.move.executor import MAX_WRITE_BLOCK_S, Executor, status_of  # also registers the sandbox-destroy closer
 from datadir_mover.move.journal import all_journals, find
+from datadir_mover.move import proof as proofmod
+from tuner.core.units import parse_duration, parse_size
 
 EPILOG = ("Components: datadir, redo (innodb_log_group_home_dir), ibdata (innodb_data_home_dir; holds the doublewrite "
           "buffer on MariaDB and MySQL < 8.0.20), doublewrite (innodb_doublewrite_dir, MySQL 8.0.20+), undo "
@@ -82,6 +86,7 @@ def register(sub) -> None:
     fz.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     fz.add_argument("--json", action="store_true")
     fz.set_defaults(func=cmd_finalize)
+    _register_proof_options(s, ap, rb, fz)
 
 
 # ---------------------------------------------------------------------------
@@ -175,7 +180,8 @@ def cmd_apply(args) -> int:
         sys.stdout.write(planmod.render(plan))
         sys.stdout.flush()
     _confirm(f"Move {plan.component} of {plan.control['describe']} to {plan.target_dir}?", args.yes)
-    ex = Executor.create(plan, echo=_echo(args.json), progress=_progress_factory(not args.json))
+    ex = Executor.create(plan, echo=_echo(args.json), progress=_progress_factory(not args.json),
+                         max_write_block_s=args.max_write_block)
     result = ex.run()
     _print_result(result, args.json)
     return 0
@@ -206,7 +212,10 @@ def proof_words(result: dict) -> str:
     """What proves the files equal to the stopped source, in words; "byte-identical" only where that was proven."""
     vs = result.get("verify_server") or {}
     proof = vs.get("file_proof")
-    if proof == "read back" or (result.get("proof") or {}).get("state") == "passed":
+    whole = result.get("proof")  # the whole-file proof: a dict (status) or its text, when the summary carries it
+    passed = (whole.get("status") or whole.get("state")) == "passed" if isinstance(whole, dict) \
+        else str(whole or "").startswith("passed")
+    if proof == "read back" or passed:
         return "the copied files are byte-identical"
     if proof == "source":
         return "the server runs on its own files"
@@ -246,6 +255,7 @@ def cmd_status(args) -> int:
         for r in rows:
             if r["phase"] in ("open", "committed"):
                 print(f"{r['move_id']}: {r['state']}")
+    _print_proofs(journals, args.json)
     return 0
 
 
@@ -264,7 +274,7 @@ def cmd_rollback(args) -> int:
                  "at shutdown and discards writes made since. Roll back?", args.yes)
     else:
         _confirm(f"Roll back move {ex.plan.move_id} ({ex.plan.component} to {ex.plan.target_dir})?", args.yes)
-    result = ex.rollback()
+    result = ex.rollback(discard_writes_since_start=args.discard_writes_since_start)
     if args.json:
         print_json(result)
     else:
@@ -277,10 +287,66 @@ def cmd_finalize(args) -> int:
     journal = find(args.id, ("committed",))
     ex = Executor.open(journal, echo=_echo(args.json))
     _confirm(f"Remove the source of move {ex.plan.move_id} ({ex.plan.source_dir})?", args.yes)
-    result = ex.finalize()
+    result = ex.finalize(accept_volatile=args.i_accept_volatile, persist_backing=args.persist_backing)
     if args.json:
         print_json(result)
     else:
         kept = f"; kept (changed since the copy): {', '.join(result['kept'])}" if result["kept"] else ""
         print(f"move {ex.plan.move_id}: finalized, {result['removed']} source entries removed{kept}")
     return 0
+
+
+# ---------------------------------------------------------------------------
+# The proof, writes since the start, volatile targets: options of their own, kept apart
+
+
+def _register_proof_options(s, ap, rb, fz) -> None:
+    ap.add_argument("--max-write-block", metavar="SECONDS", type=_duration, default=MAX_WRITE_BLOCK_S,
+                    help=f"with --precopy: block commits at most this long before the stop (the sample, a flush "
+                         f"and a last pass); past it the plain stop follows (default {MAX_WRITE_BLOCK_S:g} s)")
+    rb.add_argument("--discard-writes-since-start", action="store_true",
+                    help="after the server accepted connections on the target: go back anyway, discarding the "
+                         "commits it took there (the refusal says how many)")
+    fz.add_argument("--i-accept-volatile", action="store_true",
+                    help="finalize onto tmpfs/ramfs/zram without persistence: a power loss loses the data")
+    fz.add_argument("--persist-backing", metavar="DIR",
+                    help="the `innotier persist` backing that keeps a volatile target (its last copy must be fresh)")
+    vf = s.add_parser("verify", help="run (or carry on) a move's proof: the target equals the stopped source")
+    vf.add_argument("--id", help="the move (default: the only committed one)")
+    vf.add_argument("--rate", metavar="SIZE", default="0",
+                    help="read at most this many bytes a second (e.g. 64M; default 0: as fast as the device goes)")
+    vf.add_argument("--json", action="store_true")
+    vf.set_defaults(func=cmd_verify)
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text, "--max-write-block")
+    except InnotierError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def cmd_verify(args) -> int:
+    journal = find(args.id, ("open", "committed"))
+    proof = proofmod.run(journal, rate=parse_size(args.rate) if args.rate != "0" else 0, wait=True)
+    if proof is None:
+        raise MoveError(f"move {journal.dir.name} has no proof yet (it is recorded at VERIFY); "
+                        "resume the move first (`innotier move resume`)")
+    if args.json:
+        print_json({"move_id": journal.dir.name, **asdict(proof)})
+    else:
+        print(f"move {journal.dir.name}: proof {proof.text()}")
+    return 0 if proof.status == "passed" else 1
+
+
+def _print_proofs(journals, as_json: bool) -> None:
+    """One line per open or committed move's proof; a pending proof whose prover died is started again."""
+    for j in journals:
+        if j.phase not in ("open", "committed") or (proof := proofmod.Proof.load(j)) is None:
+            continue
+        restarted = ""
+        if proof.status == "pending" and j.done("START") and not proofmod.prover_alive(j):
+            proofmod.start_background(j)
+            restarted = " (its prover had stopped: started again in the background)"
+        if not as_json:
+            print(f"{j.dir.name}: proof {proof.text()}{restarted}")

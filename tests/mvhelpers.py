@@ -130,6 +130,17 @@ def checksums(spec) -> dict:
     return out
 
 
+def flush_settings(spec) -> dict:
+    """The server's page-flush settings the mover's pre-flush changes (they must come back after every move)."""
+    from datadir_mover.move import preflush
+
+    conn = spec.with_database(None).connect()
+    try:
+        return preflush.read_settings(conn)
+    finally:
+        conn.close()
+
+
 def data_consistent(spec) -> None:
     """The TPC-C consistency checks pass."""
     from tuner.tpcc.check import run_checks

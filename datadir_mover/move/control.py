@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tuner.core.errors import MoveError
 from tuner.core.server import ConnectionSpec, Flavor, ServerModel
-from tuner.core.sandbox import Sandbox
+from tuner.core.sandbox import Sandbox, SandboxState
 
 SANDBOX_PLACEMENT = "50-innotier-placement.cnf"
 SYSTEM_PLACEMENT = "99-innotier-placement.cnf"
@@ -67,8 +67,8 @@ class SandboxControl:
     def describe(self) -> str:
         return f"sandbox {self.name}"
 
-    def state(self) -> str:
-        return self.sandbox().state().value
+    def state(self) -> SandboxState:
+        return self.sandbox().state()
 
     def stop(self, mode: str) -> float:
         return self.sandbox().stop(mode)
@@ -121,11 +121,11 @@ class SystemdControl:
     def _systemctl(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=900)
 
-    def state(self) -> str:
+    def state(self) -> SandboxState:
         out = self._systemctl("is-active", self.unit).stdout.strip()
         if out in ("active", "activating", "reloading", "deactivating"):
-            return "running"
-        return "crashed" if out == "failed" else "stopped"
+            return SandboxState.RUNNING
+        return SandboxState.CRASHED if out == "failed" else SandboxState.STOPPED
 
     def stop(self, mode: str) -> float:
         import time

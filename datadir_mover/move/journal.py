@@ -25,10 +25,13 @@ ROLLBACK can follow any state before COMMIT.
   running on the new location (SWITCH begun), put back the saved option files (and
   sandbox record) and remove the AppArmor rules, remove the files the move wrote into the
   target, start the server on the old location if it was running when the move began,
-  and verify it.  After START began, writes made on the new location since then are
-  discarded (the CLI says so and asks first).  After COMMIT there is nothing to roll
-  back: moving back is a new move.
-- ``finalize`` is only allowed after COMMIT: it removes the source files (FINALIZE begin,
+  and verify it.  Once the server has accepted connections on the target (``since-start.json``
+  exists, see ``since_start.py``) a rollback discards what clients committed there, so it
+  runs only with ``--discard-writes-since-start`` and no automatic path takes it.  After
+  COMMIT there is nothing to roll back (moving back is a new move), unless the move's proof
+  failed: then the same explicit rollback returns to the source as it was at the stop.
+- ``finalize`` is only allowed after COMMIT and once the proof passed (``proof.py``): it
+  removes the source files (FINALIZE begin,
   one file at a time, FINALIZE done); a crash inside it is resumed by ``finalize`` again.
 - ROLLBACK done, FINALIZE done: the move is closed.
 

@@ -6,10 +6,12 @@ right before the journal is created (the world may have changed since the plan).
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 from dataclasses import dataclass
 
+from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 from tuner.core.server import ServerModel
 from tuner.core.units import PAGE_SIZES, human_size, parse_page_size
@@ -140,6 +142,27 @@ def check_owner(target: str, server_uid: int, server_user: str) -> None:
             owner = str(st.st_uid)
         raise MoveError(f"target {target} is owned by {owner}, but the server runs as {server_user}; "
                         f"`chown {server_user}: {target}` or choose a directory {server_user} owns")
+    if not _writable_by(st, server_uid):
+        raise MoveError(f"target {target} exists ({stat.S_IMODE(st.st_mode):04o}) and {server_user} cannot write into "
+                        f"it, and the mover changes no directory it did not create; give a new subdirectory "
+                        f"(e.g. {target.rstrip('/')}/innotier) or make it writable yourself")
+
+
+def _writable_by(st: os.stat_result, uid: int) -> bool:
+    """Can ``uid`` create files in a directory with this stat (root can; then owner, group, other bits)?"""
+    if uid == 0:
+        return True
+    try:
+        pw = pwd.getpwuid(uid)
+        groups = {pw.pw_gid, *(g.gr_gid for g in grp.getgrall() if pw.pw_name in g.gr_mem)}
+    except KeyError:
+        groups = set()
+    mode = st.st_mode
+    if st.st_uid == uid:
+        return mode & 0o300 == 0o300
+    if st.st_gid in groups:
+        return mode & 0o030 == 0o030
+    return mode & 0o003 == 0o003
 
 
 def check_same_fs(source: str, target: str, allow_same_fs: bool) -> None:
@@ -179,10 +202,10 @@ def check_source(component: str, model: ServerModel, source: str) -> None:
 
 
 def check_server_state(state: str, stop_myself: bool, describe: str, stop_hint: str) -> None:
-    if state == "crashed":
+    if state == SandboxState.CRASHED:
         raise MoveError(f"{describe} was not shut down cleanly (crashed or killed); start it so InnoDB recovers, "
                         "then plan the move again")
-    if not stop_myself and state == "running":
+    if not stop_myself and state == SandboxState.RUNNING:
         raise MoveError(f"{describe} is still running, and --no-shutdown says it should be stopped for the offline "
                         f"steps; stop it first ({stop_hint}) or drop --no-shutdown to let innotier stop it")
 

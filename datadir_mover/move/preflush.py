@@ -86,9 +86,10 @@ def dirty_pages(conn) -> int:
     return int(fetch_status(conn).get("Innodb_buffer_pool_pages_dirty", 0) or 0)
 
 
-def flush(spec: ConnectionSpec, saved: dict[str, str], page_size: int, limit_s: float = LIMIT_S,
+def flush(spec: ConnectionSpec, page_size: int, limit_s: float = LIMIT_S,
           echo: Callable[[str], None] = lambda s: None) -> PreflushResult:
-    """Make the page cleaner flush at full speed and wait until few pages are dirty (``saved``: the values to keep)."""
+    """Make the page cleaner flush at full speed and wait until few pages are dirty (the caller saved the settings
+    with ``read_settings`` first and puts them back with ``restore``)."""
     conn = spec.with_database(None).connect(connection_timeout=5)
     try:
         t0 = time.monotonic()

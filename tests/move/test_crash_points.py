@@ -47,6 +47,8 @@ ALL_CRASH_POINTS = [
     ("VERIFY_SERVER:begin", "rollback"), ("VERIFY_SERVER:done", "resume"), ("COMMIT:begin", "resume"),
     ("COMMIT:done", "resume"),
 ]
+# points after which the server has accepted connections on the target (rollback needs the explicit flag)
+AFTER_START = {"START:done", "VERIFY_SERVER:begin", "VERIFY_SERVER:done", "COMMIT:begin", "COMMIT:done"}
 if os.environ.get("INNOTIER_TEST_ALL_CRASH_POINTS") == "1":
     CRASH_POINTS = ALL_CRASH_POINTS
 
@@ -56,23 +58,13 @@ def crash_box(golden, mv_tiers):
     sb = mvhelpers.clone_sandbox("mv-crash")
     spec = sb.connection_spec()
     state = {"sb": sb, "spec": spec, "before": mvhelpers.checksums(spec), "home": sb.datadir,
-             "flush": _flush_settings(spec),
+             "flush": mvhelpers.flush_settings(spec),
              "tier": os.path.join(mv_tiers["tmpfs"], "crash"), "n": 0, "tried": []}
     yield state
     from tuner.core.sandbox import Sandbox
 
     print(f"\ncrash points tried: {len(state['tried'])} ({', '.join(state['tried'])})")
     Sandbox.load("mv-crash").destroy(force=True)
-
-
-def _flush_settings(spec) -> dict:
-    from datadir_mover.move import preflush
-
-    conn = spec.with_database(None).connect()
-    try:
-        return preflush.read_settings(conn)
-    finally:
-        conn.close()
 
 
 def _datadir(spec) -> str:
@@ -99,7 +91,12 @@ def _finalize(move_id: str) -> dict:
     from datadir_mover.move.executor import Executor
     from datadir_mover.move.journal import Journal, moves_dir
 
-    return Executor.open(Journal(moves_dir() / move_id)).finalize()
+    from datadir_mover.move.proof import Proof
+
+    journal = Journal(moves_dir() / move_id)
+    result = Executor.open(journal).finalize(accept_volatile=True)  # the tier is tmpfs: no persistence here
+    assert Proof.load(journal).status == "passed"  # finalize refuses unless the proof passed
+    return result
 
 
 @pytest.mark.root
@@ -123,7 +120,15 @@ def test_kill_mover_then_recover(point, action, crash_box, cli):
         assert r.returncode != 0 and "committed" in r.stderr  # nothing left to resume
         expected = target
     else:
-        r = cli("move", action, "--id", move_id, "--json", *(["--yes"] if action == "rollback" else []))
+        after_start = point in AFTER_START
+        if action == "rollback" and after_start:
+            # the server accepted connections on the target: rollback refuses without the explicit flag
+            refused = cli("move", "rollback", "--id", move_id, "--yes")
+            assert refused.returncode != 0 and "--discard-writes-since-start" in refused.stderr, refused.stderr
+            assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        r = cli("move", action, "--id", move_id, "--json",
+                *(["--yes"] if action == "rollback" else []),
+                *(["--discard-writes-since-start"] if action == "rollback" and after_start else []))
         assert r.returncode == 0, f"{action} after a crash at {point} failed:\n{r.stdout}\n{r.stderr}"
         expected = target if action == "resume" else here
         out = json.loads(r.stdout)
@@ -136,7 +141,8 @@ def test_kill_mover_then_recover(point, action, crash_box, cli):
     assert sb.state().value == "running"
     assert os.path.realpath(_datadir(spec)) == os.path.realpath(expected)
     assert mvhelpers.checksums(spec) == crash_box["before"], f"table contents changed after {point} + {action}"
-    assert _flush_settings(spec) == crash_box["flush"], f"the pre-flush settings stayed after {point} + {action}"
+    assert mvhelpers.flush_settings(spec) == crash_box["flush"], \
+        f"the pre-flush settings stayed after {point} + {action}"
     if point == "COMMIT:done":
         mvhelpers.data_consistent(spec)
     assert _phase(move_id) == ("rolled_back" if expected == here else "committed")
@@ -153,11 +159,12 @@ def test_kill_inside_finalize_then_finalize_again(crash_box, cli):
     r = cli("move", "apply", "datadir", "--sandbox", sb.name, "--to", target, "--yes", "--json")
     assert r.returncode == 0, r.stderr
     move_id = json.loads(r.stdout)["move_id"]
-    k = cli("move", "finalize", "--id", move_id, "--yes", env={"INNOTIER_MOVE_CRASH_AT": "FINALIZE:mid"})
+    k = cli("move", "finalize", "--id", move_id, "--yes", "--i-accept-volatile",
+            env={"INNOTIER_MOVE_CRASH_AT": "FINALIZE:mid"})
     assert k.returncode == -9
     crash_box["tried"].append("FINALIZE:mid/finalize")
     assert os.path.isdir(here) and os.listdir(here), "the kill came after the first removal: files remain"
-    again = cli("move", "finalize", "--id", move_id, "--yes")
+    again = cli("move", "finalize", "--id", move_id, "--yes", "--i-accept-volatile")
     assert again.returncode == 0, again.stderr
     assert not os.path.exists(here)
     assert mvhelpers.checksums(spec) == crash_box["before"]

@@ -49,7 +49,7 @@ def test_journal_lock_is_exclusive(tmp_path):
 
 
 def test_precopy_passes_stop_when_the_delta_stops_shrinking():
-    from datadir_mover.move.executor import PRECOPY_ENOUGH_S, PRECOPY_MAX_PASSES, _converged
+    from datadir_mover.move.precopy_steps import PRECOPY_ENOUGH_S, PRECOPY_MAX_PASSES, _converged
 
     def p(*seconds):
         return [{"seconds": s} for s in seconds]

@@ -1,0 +1,120 @@
+"""FINALIZE: after COMMIT, remove the source files the move copied (and only those, unchanged since)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tuner.core.durable import fsync_dir
+from tuner.core.sandbox import SandboxState
+from tuner.core.errors import MoveError
+from tuner.core.server import inspect
+
+from datadir_mover.move import components, placement, since_start, volatile
+from datadir_mover.move import proof as proofmod
+from datadir_mover.move.copy import Manifest
+from datadir_mover.move.journal import crash_point
+
+
+class FinalizeStep:
+    """FINALIZE (mixed into ``Executor``)."""
+
+
+    def finalize(self, accept_volatile: bool = False, persist_backing: str | None = None) -> dict[str, Any]:
+        """Remove the source, once the proof passed and the target does not depend on memory alone."""
+        last = self.journal.last()
+        if self.journal.phase == "finalized":
+            raise MoveError(f"move {self.plan.move_id} is already finalized")
+        if self.journal.phase != "committed":
+            raise MoveError(f"move {self.plan.move_id} is not committed ({self.journal.describe()}); only a committed "
+                            "move's source can be removed")
+        resumed = bool(last and last.state == "FINALIZE")
+        if not resumed:
+            self._require_proof()
+            volatile.require_persistence(self.plan.target_dir, self.plan.move_id, persist_backing, accept_volatile)
+        self.journal.lock()
+        try:
+            self._require_server_on_target()
+            if not resumed:
+                self.journal.begin("FINALIZE")
+            manifest = Manifest.from_dict(self.journal.load_json("copy-manifest.json"))
+            removed, kept = self._remove_source(manifest)
+            data = {"removed": removed, "kept": kept}
+            self.journal.finish("FINALIZE", **data)
+            return data
+        finally:
+            self.journal.unlock()
+
+    def _require_proof(self) -> None:
+        """The proof must have passed; run (or wait for) what is left of it first."""
+        if proofmod.pending(self.journal) and proofmod.prover_alive(self.journal):
+            self.echo("waiting for the proof running in the background")
+        proof = proofmod.run(self.journal, rate=0, wait=True)
+        if proof is None:
+            raise MoveError(f"move {self.plan.move_id} has no proof (made by an innotier without one); the source "
+                            "is kept: compare the target with it yourself, then remove it by hand")
+        if proof.status != "passed":
+            cost = since_start.writes_since_start(self.journal, self.plan.connection_spec()).text()
+            raise MoveError(f"the proof of move {self.plan.move_id} failed: the target is not the stopped source "
+                            f"({'; '.join(m.text() for m in proof.mismatches[:3])}); the source is kept.  Choices: "
+                            f"go back with `innotier move rollback --id {self.plan.move_id} "
+                            f"--discard-writes-since-start` (the server returns to the source as it was at the stop, "
+                            f"discarding {cost}), or keep running on the target and repair the named files' tables "
+                            "from the source or a backup (the source stays until you remove it)")
+
+    def _require_server_on_target(self) -> None:
+        state = self.control.state()
+        if state == SandboxState.RUNNING:
+            where = components.source_dir(self.plan.component, inspect(self.plan.connection_spec()))
+            if os.path.realpath(where) != os.path.realpath(self.plan.target_dir):
+                raise MoveError(f"the server now reports {self.plan.component} at {where}, not "
+                                f"{self.plan.target_dir}; the source is not removed")
+            return
+
+        current = placement.parse(Path(self.plan.placement_file).read_text() if Path(self.plan.placement_file).exists()
+                                  else "")
+        if current.get(self.plan.variable) != self.plan.target_dir:
+            raise MoveError(f"{self.plan.placement_file} no longer places {self.plan.component} at "
+                            f"{self.plan.target_dir}; the source is not removed")
+
+    def _remove_source(self, manifest: Manifest) -> tuple[int, list[str]]:
+        src = Path(self.plan.source_dir)
+        removed, kept = 0, []
+        first = True
+        files = [r for r in manifest.records.values() if r.kind != "dir"]
+        for rec in files:
+            p = src / rec.rel
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                continue  # removed by an earlier, interrupted finalize
+            if rec.kind == "file" and (st.st_size, st.st_mtime_ns, st.st_ino) != (rec.size, rec.mtime_ns, rec.ino):
+                kept.append(rec.rel)  # changed since the copy: not ours to delete
+                continue
+            p.unlink()
+            removed += 1
+            if first:
+                crash_point("FINALIZE:mid")
+                first = False
+        for rec in sorted((r for r in manifest.records.values() if r.kind == "dir"),
+                          key=lambda r: r.rel.count("/"), reverse=True):
+            try:
+                (src / rec.rel).rmdir()
+                removed += 1
+            except OSError:
+                kept.append(rec.rel + "/")
+        if self.plan.component == "datadir":
+            for leftover in src.iterdir() if src.exists() else []:
+                if components.DATADIR_SKIP.match(leftover.name) and leftover.is_file():
+                    leftover.unlink()  # ibtmp1: recreated at start, never copied
+            if src.exists() and not any(src.iterdir()) and not os.path.ismount(src):
+                src.rmdir()
+        elif self.plan.component != "tmpdir" and src.exists() and not any(src.iterdir()) and not os.path.ismount(src):
+            src.rmdir()  # an emptied component directory (e.g. a tier's redo/ left by an earlier move)
+        if src.exists():
+            fsync_dir(src)
+        else:
+            fsync_dir(src.parent)
+        return removed, kept
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import sqlite3
@@ -180,3 +181,31 @@ def test_a_mostly_busy_machine_is_named_in_the_report(tmp_path):
     assert text and "5 of 5 runs" in text and "median 85%" in text and "--wait-quiet" in text
     cells[0].noise = cells[1].noise = quiet
     assert noise_warning(cells) is None  # 3 of 5: not "most"
+
+
+def test_the_report_states_the_family_rate_the_model_check_and_renders_cleanly(tmp_path):
+    from tuner.sweep.report import build_report
+
+    target = Target(min_blocks=3, max_blocks=6, comparisons=3)
+    design = {"order": "blocks", "seed": 1, "adaptive": True, "target": target.to_dict()}
+    with ResultsStore(tmp_path / "r.db") as store:
+        store.begin_run("r", "t", "d", "yaml", {"axes": AXES, "workload": {"warehouses": 1}}, {}, 20,
+                        {"kernel": "Linux"}, design)
+        for c in blocked_cells(5):
+            c.tiers = {"facts": {c.settings["placement"]["datadir"]: {"volatile": c.settings["placement"]["datadir"]
+                                                                      == "tmpfs"}}}
+            store.record_cell(c)
+        rep = build_report(store, "r", tmp_path / "out")
+    md = rep.markdown.read_text()
+    assert ("The chance of any false \"differs\" over all 3 planned comparisons and up to 4 looks (O'Brien-Fleming-"
+            "type error spending) is at most 5% (each comparison gets 1.7%).") in md
+    assert "two-way block x cell model on 4 cells x 5 complete blocks (12 degrees of freedom for the error)" in md
+    assert "Tukey's test for non-additivity p = " in md
+    lines = md.splitlines()
+    for i, line in enumerate(lines):  # a bold heading never runs into the list before it
+        if line.startswith("**") and i:
+            assert lines[i - 1] == "", lines[i - 2:i + 1]
+    html = rep.html.read_text()
+    assert "<code>innotier persist</code>" in html and "`innotier persist`" not in html
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["family"].startswith("The chance of any false") and summary["model"]["df"] == 12

@@ -1,9 +1,10 @@
 """The sweep report: self-contained HTML (PNG plots embedded as base64) and Markdown, from the results store.
 
 It answers first: a verdict per question the spec asks (placement; doublewrite and the other axes per tier;
-page size per client count), each a ratio paired within blocks with its interval and "decided" or
-"undecided, ~N more blocks"; then the recommendation per tier with the runner-up and the cost of the safer
-choice; the scale the sweep ran at against its seed's; the noise of every run.
+page size per client count), each a within-block ratio with its interval and "decided" or "undecided" with the
+blocks 80% power needs, or why it could not be computed; the family-wise error rate and the model check in one
+place; then what each tier's planned comparison establishes; the scale the sweep ran at against its seed's; the
+noise of every run.
 
 Plots follow the seeds' figures where the sweep has the axes for them:
 - a forest plot of the paired ratios (what the verdicts rest on);

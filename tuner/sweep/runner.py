@@ -427,8 +427,9 @@ class Runner:
             self.exporter.set_measurement(measurement)
         window = noise_mod.NoiseWindow(roots, self.opts.noise_threshold)
         clock.enter(SweepPhase.WARMUP)
-        measurement.subscribe(_on_measuring(clock, window))
-        result = self._drive(sb.connection_spec(golden_mod.TPCC_DATABASE), cell, measurement)
+        start = _measure_starts(clock, window)
+        measurement.subscribe(lambda m: start() if m.phase == "measure" else None)
+        result = self._drive(sb.connection_spec(golden_mod.TPCC_DATABASE), cell, measurement, start)
         if window.started:
             noise["window"] = window.end()
         rec.result = result.to_dict()
@@ -447,7 +448,7 @@ class Runner:
         if not rec.check_ok:
             rec.status, rec.failure = "failed", "TPC-C consistency checks failed after the run"
 
-    def _drive(self, spec: ConnectionSpec, cell: Cell, measurement):
+    def _drive(self, spec: ConnectionSpec, cell: Cell, measurement: Measurement, measuring: Callable[[], None]):
         w = self.spec.workload
         cfg = RunConfig(clients=int(cell.settings["clients"]), warmup=w.warmup, duration=w.duration, mode=w.mode,
                         interval=w.interval, warehouses=w.warehouses, database=golden_mod.TPCC_DATABASE,
@@ -455,7 +456,7 @@ class Runner:
         if w.driver == "builtin":
             return tpcc_driver.run(spec, cfg, measurement=measurement)
 
-        return adapters.get(w.driver).run(spec, cfg)
+        return adapters.get(w.driver).run(spec, cfg, on_measuring=lambda seconds: measuring())
 
     def _bins(self, cell: Cell) -> ServerBinaries:
         return self.binaries[cell.settings.get("server")]
@@ -533,16 +534,17 @@ class PhaseClock:
         return dict(self.seconds)
 
 
-def _on_measuring(clock: PhaseClock, window: noise_mod.NoiseWindow) -> Callable[[Measurement], None]:
-    """A Measurement listener (called as each report interval closes): the first measured interval moves
-    the cell to the measure phase and opens the noise window (the window then spans the rest of it)."""
+def _measure_starts(clock: PhaseClock, window: noise_mod.NoiseWindow) -> Callable[[], None]:
+    """Warm-up -> measure, once: opens the noise window.  The built-in driver's Measurement tells its listeners
+    as each report interval closes (so the window spans the measured phase from its first interval's end); an
+    external tool's adapter calls it when its measured phase starts."""
 
-    def listener(m: Measurement) -> None:
-        if m.phase == "measure" and clock.phase == SweepPhase.WARMUP:
+    def start() -> None:
+        if clock.phase == SweepPhase.WARMUP:
             window.begin()
             clock.enter(SweepPhase.MEASURE)
 
-    return listener
+    return start
 
 
 def _install_db(plan: Plan) -> str | None:

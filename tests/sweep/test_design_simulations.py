@@ -70,7 +70,7 @@ def _any_false_differs(rng, trials: int, **kw) -> float:
 def test_family_wise_false_differs_over_all_comparisons_and_looks_is_at_most_5_percent(kind):
     rng = np.random.default_rng(2311)
     kw = {"tails": kind == "heavy tails", "interaction": 0.5 if kind == "block x cell interaction" else 0.0}
-    trials = 500
+    trials = 400
     rate = _any_false_differs(rng, trials, **kw)
     print(f"\n{kind}: any false 'differs' over 3 comparisons and looks 3..5: {rate:.1%}")
     assert rate <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / trials)
@@ -83,7 +83,7 @@ def test_every_printed_interval_covers_the_truth(blocks):
     rng = np.random.default_rng(100 + blocks)
     truth = {"tmpfs-ON": 1.3, "tmpfs-OFF": 1.3, "disk-OFF": 1.1}
     true_ratio = (1.3, 1.1, 1.0)
-    trials, model_hits, paired_hits = 500, 0, 0
+    trials, model_hits, paired_hits = 300, 0, 0
     for _ in range(trials):
         logs = _table(rng, blocks, truth)
         by = {c: {b: math.exp(logs[b, j]) for b in range(blocks)} for j, c in enumerate(CELLS)}
@@ -104,7 +104,7 @@ def test_every_printed_interval_covers_the_truth(blocks):
 def test_false_equivalent_at_or_beyond_the_margin_is_rare(ratio):
     """A true 5% or 10% difference must not be called "equivalent within ±5%"."""
     rng = np.random.default_rng(int(ratio * 100))
-    trials = 400
+    trials = 300
     # every planned comparison is truly `ratio`: placement, doublewrite on disk, doublewrite on tmpfs
     effects = {"disk-OFF": ratio, "tmpfs-ON": ratio, "tmpfs-OFF": ratio * ratio}
     false_eq = sum(v.status == "equivalent" for _ in range(trials) for v in _sequential(rng, effects, cv=0.03))
@@ -116,7 +116,7 @@ def test_false_equivalent_at_or_beyond_the_margin_is_rare(ratio):
 def test_the_demo_design_decides_ram_against_disk_at_the_measured_effect_and_noise():
     """The issue's demo: tmpfs 1.3x the disk, run noise CV 12%, drift between blocks; looks after blocks 3..5."""
     rng = np.random.default_rng(1300)
-    trials = 300
+    trials = 200
     decided = sum(_sequential(rng, {"tmpfs-ON": 1.3, "tmpfs-OFF": 1.3})[0].status == "differs" for _ in range(trials))
     print(f"\ndemo design, 1.3x, CV 12%: RAM vs disk decided 'differs' in {decided / trials:.0%} of runs")
     assert decided / trials >= 0.80

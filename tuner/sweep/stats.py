@@ -227,7 +227,9 @@ class Target:
         looks = f" and up to {self.looks} looks (O'Brien-Fleming-type error spending)" if self.adaptive else ""
         return (f"The chance of any false \"differs\" over all {self.comparisons} planned comparison"
                 f"{'s' if self.comparisons != 1 else ''}{looks} is at most {self.alpha * 100:.0f}% "
-                f"(each comparison gets {self.alpha_each * 100:.2g}%).")
+                f"(each comparison gets {self.alpha_each * 100:.2g}%) for the analysis used; choosing between the "
+                "two-way model and the paired fallback on the same data adds a little to it "
+                "(docs/sweep-statistics.md).")
 
     def to_dict(self) -> dict:
         return {"equivalence": self.equivalence, "alpha": self.alpha, "min_blocks": self.min_blocks,

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from cli_procs import popen_cli, reap_group
 
 
 @pytest.fixture
@@ -25,13 +22,6 @@ def write_spec(tmp_path):
     return write
 
 
-def popen_cli(*args: str) -> subprocess.Popen:
-    """The real `innotier` command line as a background process (unbuffered, its own process group)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "tuner.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env, cwd=str(REPO))
-
-
 @pytest.fixture
 def background_cli():
     procs: list[subprocess.Popen] = []
@@ -43,6 +33,4 @@ def background_cli():
 
     yield start
     for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait(timeout=30)
+        reap_group(p)

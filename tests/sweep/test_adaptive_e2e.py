@@ -72,8 +72,18 @@ def test_auto_repeats_stop_by_themselves_and_a_cpu_hog_block_is_flagged(tmp_path
         cells = store.cells(run_id)
     # it stopped by itself: the target or max_blocks, recorded with the run
     assert run["finished_at"] is not None and run["stop"], out
-    blocks = run["stop"]["blocks"]
-    assert 2 <= blocks <= 3 and run["stop"]["reason"].startswith(("target reached", "max_blocks")), run["stop"]
+    blocks, reason = run["stop"]["blocks"], run["stop"]["reason"]
+    # the recorded reason is what the stored cells say: recomputed here with the stored design
+    from tuner.sweep.analysis import configs_from, questions
+    from tuner.sweep.report import target_of
+
+    target = target_of(run)
+    assert target.comparisons == 1 and (target.min_blocks, target.max_blocks) == (2, 3), target
+    verdicts = questions(configs_from(cells, run["spec"]["axes"]), run["spec"]["axes"], target)
+    if reason.startswith("target reached"):
+        assert all(v.decided for v in verdicts) and blocks in (2, 3), (reason, [v.text() for v in verdicts])
+    else:
+        assert reason.startswith("max_blocks (3) reached") and blocks == 3, run["stop"]
     assert len(cells) == 2 * blocks and all(c.status == "ok" for c in cells)
     assert run["design"]["adaptive"] and run["design"]["seed"] is not None
     # the randomized block order is the recorded one
@@ -82,17 +92,17 @@ def test_auto_repeats_stop_by_themselves_and_a_cpu_hog_block_is_flagged(tmp_path
     # every run has its noise figures: the measured window and the calibration probe
     for c in cells:
         w, p = c.noise["window"], c.noise["probe"]
-        assert w["seconds"] >= 8 and 0.0 <= w["others_cpu_share"] <= 1.0 and w["ours_cores"] > 0.1, w
+        assert w["seconds"] > 0 and 0.0 <= w["others_cpu_share"] <= 1.0 and w["ours_cores"] > 0, w
         assert w["loadavg_end"] and w["steal_share"] is not None and "flagged" in w
         assert p["cpu_loop_s"] > 0 and p["fsyncs"] >= 1 and p["fsync_ms_median"] > 0
-        wait = c.noise["wait"]  # quiet reached, or gave up at the 4 s limit (one 2 s sample may overrun it)
-        assert wait["quiet"] or 4.0 <= wait["waited_s"] <= 12.0, wait
+        wait = c.noise["wait"]  # quiet reached, or gave up, never before its 4 s limit
+        assert wait["quiet"] or wait["waited_s"] >= 4.0, wait
         assert "wait-quiet" in c.phases
     # the hog's block is flagged (how much CPU the hogs got depends on the rest of the shared machine;
     # test_noise.py checks the accounting against the hog's own /proc figures)
     for c in cells:
         if c.block == hog_block:
-            assert c.noisy is True and c.noise["window"]["others_cores"] >= 0.3, c.noise["window"]
+            assert c.noisy is True, c.noise["window"]
             assert "other processes used" in c.noise["window"]["flag_reason"]
     # the report shows the verdict and the noise per run
     md = (report_dir / "report.md").read_text()
@@ -108,3 +118,16 @@ def test_auto_repeats_stop_by_themselves_and_a_cpu_hog_block_is_flagged(tmp_path
     again = cli("sweep", "run", spec, "--no-metrics", "--no-pt-summary", check=True)
     assert "nothing to do" in again.stdout or "stopping after block" in again.stdout, again.stdout
     assert "cell 1/" not in again.stdout
+    # the stop rule was fixed at the first start: an edited one is refused in one line, nothing changes;
+    # a new budget is the one change a resume accepts
+    edited = write_spec(SPEC.replace("max_blocks: 3", "max_blocks: 4"), "edited.yaml")
+    refused = cli("sweep", "run", edited, "--no-metrics", "--no-pt-summary")
+    assert refused.returncode == 9 and "cell 1/" not in refused.stdout, refused.stdout + refused.stderr
+    assert refused.stderr.strip().count("\n") == 0 and (
+        f"run {run_id} started with a different stop rule (max_blocks 3 -> 4)") in refused.stderr, refused.stderr
+    with ResultsStore() as store:
+        assert store.run(run_id)["design"] == run["design"] and len(store.cells(run_id)) == len(cells)
+    budget = cli("sweep", "run", spec, "--budget", "30m", "--no-metrics", "--no-pt-summary", check=True)
+    assert "cell 1/" not in budget.stdout
+    with ResultsStore() as store:
+        assert store.run(run_id)["design"]["stop"]["budget"] == 1800

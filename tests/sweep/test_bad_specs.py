@@ -152,7 +152,12 @@ def test_repeats_auto_and_the_stop_rule_are_validated(write_spec):
                      ("repeats: auto\nstop: {bugdet: 10m}\n", "unknown key under stop"),
                      ("repeats: sometimes\n", "give auto"),
                      ("repeats: 2\norder: random\n", "order: 'random' is unknown"),
-                     ("repeats: 2\nseed: -1\n", "seed: -1 is not valid")):
+                     ("repeats: 2\nseed: -1\n", "seed: -1 is not valid"),
+                     # the hidden "precise" rule is gone: equivalence is the margin, nothing else
+                     ("repeats: auto\nstop: {half_width: 5%}\n", "unknown key under stop: 'half_width'"),
+                     # the stop rule compares within blocks: a fixed order is not a randomized block
+                     ("repeats: auto\norder: interleave\n", "order: interleave cannot go with repeats: auto"),
+                     ("repeats: auto\norder: sequential\n", "order: sequential cannot go with repeats: auto")):
         with pytest.raises(SweepError, match=msg):
             load_spec(write_spec(base + bad))
 

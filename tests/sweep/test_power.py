@@ -39,10 +39,15 @@ def _record(store: ResultsStore, plan, blocks: int, sd: float, seconds: float) -
 
 def test_power_from_an_assumed_spread_without_earlier_results(write_spec):
     plan = make_plan(load_spec(write_spec(SPEC)))
-    pp = power_plan(plan, None, effect=0.10)
+    pp = power_plan(plan, None, effect=0.20)
     [row] = pp.rows
     assert row.comparison == "dw=OFF / dw=ON" and row.sd_log == ASSUMED_SD_LOG and "assumed" in row.source
-    assert row.blocks is not None and row.blocks >= 3 and row.seconds == row.blocks * pp.block_seconds
+    # an assumed spread has no uncertainty of its own to carry: one count, within the schedule
+    assert row.needed.low == row.needed.high and 3 <= row.blocks <= 12
+    assert row.to_dict()["seconds"] == row.blocks * pp.block_seconds
+    # 10% at the same spread needs more than the stop rule's 12 blocks: said, never advised past the cap
+    small = power_plan(plan, None, effect=0.10).rows[0]
+    assert small.needed.low is None and small.needed.cap == 12
 
 
 def test_power_from_earlier_results_uses_their_spread_and_time(write_spec, tmp_path):
@@ -55,15 +60,16 @@ def test_power_from_earlier_results_uses_their_spread_and_time(write_spec, tmp_p
         noisy = power_plan(plan, store, effect=0.10)
     assert "measured" in quiet.rows[0].source and quiet.block_seconds == 60.0  # 2 cells x 30 s
     assert quiet.rows[0].sd_log < noisy.rows[0].sd_log
-    assert quiet.rows[0].sd_log < 0.05 and quiet.rows[0].blocks == 3  # decided at the first look
+    # a measured spread from 4 blocks is uncertain: a range, starting at an early look, within the schedule
+    assert quiet.rows[0].sd_log < 0.05 and 3 <= quiet.rows[0].needed.low <= quiet.rows[0].needed.high <= 12
     assert quiet.rows[0].blocks < (noisy.rows[0].blocks or 51)  # more spread, more blocks
 
 
 def test_sweep_plan_prints_the_power_estimate(write_spec, cli):
     out = cli("sweep", "plan", write_spec(SPEC), "--effect", "20%", check=True).stdout
-    assert "blocks needed to decide a 20% effect" in out and "dw=OFF / dw=ON" in out
+    assert "blocks for 80% power to decide a 20% effect" in out and "dw=OFF / dw=ON" in out
     data = json.loads(cli("sweep", "plan", write_spec(SPEC), "--json", check=True).stdout)
-    assert data["power"]["effect"] == 0.10 and data["power"]["rows"][0]["blocks"] >= 3
+    assert data["power"]["effect"] == 0.10 and data["power"]["rows"][0]["blocks"]["cap"] == 12
     assert data["design"]["adaptive"] and data["design"]["seed"] is not None
 
 

@@ -3,10 +3,14 @@ the interrupted one runs from scratch, and the results are complete and uncorrup
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import sqlite3
 from pathlib import Path
+
+from cli_procs import group_members, reap_group
 
 
 SPEC = """
@@ -50,7 +54,7 @@ def _our_servers(sandbox_dir: Path) -> list[int]:
     return pids
 
 
-def test_sigkill_mid_sweep_then_resume(write_spec, background_cli, cli, innotier_home):
+def test_sigkill_mid_sweep_then_resume(write_spec, background_cli, cli, innotier_home, tmp_path):
     from tuner.sweep.results import ResultsStore
     from tuner.sweep.spec import load_spec
 
@@ -68,9 +72,21 @@ def test_sigkill_mid_sweep_then_resume(write_spec, background_cli, cli, innotier
     assert len(first) == 1, "".join(lines)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    # the killed runner's cell server is still up, as after any crash of the runner
+    reap_group(proc)  # the driver's workers the killed runner forked: none may outlive the test
+    assert not group_members(proc.pid)
+    # the killed runner's cell server (its own session) is still up, as after any crash of the runner
     sandbox_dir = innotier_home / "sandboxes"
     assert _our_servers(sandbox_dir), "expected the interrupted cell's server to outlive the runner"
+
+    # a report of the interrupted run: the one comparison cannot be computed yet, and it says so
+    report = tmp_path / "report"
+    cli("sweep", "report", spec, "-o", str(report), check=True)
+    md = (report / "report.md").read_text()
+    missing = re.search(r"dw=OFF / dw=ON: \*\*could not be computed\*\*: no run of (dw=\w+) is recorded", md)
+    assert missing, md
+    summary = json.loads((report / "summary.json").read_text())
+    [v] = summary["verdicts"]
+    assert v["paired"] is None and v["missing"].startswith(f"no run of {missing.group(1)} is recorded")
 
     again = cli("sweep", "run", spec, "--no-metrics", "--no-pt-summary")
     assert again.returncode == 0, again.stdout + again.stderr

@@ -102,7 +102,8 @@ def test_two_cell_sweep_results_report_and_metrics(tmp_path, write_spec, backgro
         assert _png_ok(data), p
         assert base64.b64encode(data).decode() in html
     assert "<img src=\"http" not in html and "src=\"/" not in html  # self-contained
-    assert "On disk: use" in html
+    # one block decides nothing: the ranking is not established, and the default is named as a default
+    assert "On disk: ranking not established" in html and "(a default, not a finding of this sweep)" in html
     md = (report_dir / "report.md").read_text()
     assert "| cell |" in md and "![placement comparison](placement.png)" in md
     summary = json.loads((report_dir / "summary.json").read_text())

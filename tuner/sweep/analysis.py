@@ -10,24 +10,31 @@ The questions (``questions``), one per axis of the spec:
   axes pooled (geometric mean of their cells within the block);
 - every other axis per datadir tier when placement varies ("doublewrite OFF / ON on tmpfs"), and page
   size per client count when clients vary ("ps=4k / ps=16k at 16 clients").
-Each comparison is decided when its interval excludes 1.0, lies within +/-3% of it, or is narrower
-than +/-5% (``stats.Target``); otherwise it says how many more blocks the current spread suggests.
+The comparisons are known before any data (``planned``): their number shares the error rate
+(``family_target``).  Each is answered by the two-way block x cell model when its checks hold
+(tuner/sweep/model.py), else by its own paired interval; one that cannot be computed says why.  It is
+decided when its interval excludes 1.0 or lies inside the equivalence margin (``stats.Target``);
+otherwise it says how many more blocks 80% power needs.
 
-Recommendations per tier prefer the safer of settings that are not shown to differ (doublewrite on, a
-flush method that fsyncs, redo flushed at every commit), and state the cost of the safer choice as a
-paired ratio with its interval.
+Recommendations per tier say "use X" only when the planned comparison of the tier's two best cells
+decides; otherwise "ranking not established", and the safest settings (doublewrite on, a flush method
+that fsyncs, redo flushed at every commit) are named as a default, not as a finding.  Best-vs-best
+rows across tiers are selected by the data, so they are labelled exploratory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.sweep.model import TwoWay, fit
 from tuner.sweep.results import CellRecord
 from tuner.sweep.spec import DEFAULT_PLACEMENT, config_label, placement_label
-from tuner.sweep.stats import Comparison, LogSummary, PairedRatio, Target, compare, log_summarize, paired_ratio
+from tuner.sweep.stats import (Comparison, LogSummary, PairedRatio, Target, compare, log_summarize, paired_ratio,
+                               ratio_from)
 
 # lower is safer; settings not listed are neutral.  Sources: MySQL 8.0 manual 17.6.4 (doublewrite:
 # without it a torn page cannot be repaired), 17.14 innodb_flush_method (O_DIRECT_NO_FSYNC skips the
@@ -125,16 +132,20 @@ def configs_from(cells: list[CellRecord], axes: dict[str, Any]) -> list[Config]:
     return list(by_key.values())
 
 
+def _common_blocks(cs: list[Config], quiet_only: bool = False) -> list[int]:
+    blocks = None
+    for c in cs:
+        b = set(c.quiet_by_block if quiet_only else c.by_block)
+        blocks = b if blocks is None else blocks & b
+    return sorted(blocks or [])
+
+
 def paired(num: list[Config], den: list[Config], target: Target, quiet_only: bool = False) -> PairedRatio | None:
     """Geometric mean of ``num``'s cells over that of ``den``'s, per block where every cell of both has a run.
 
     ``quiet_only``: only blocks where none of those runs was flagged noisy.
     """
-    blocks = None
-    for c in num + den:
-        b = set(c.quiet_by_block if quiet_only else c.by_block)
-        blocks = b if blocks is None else blocks & b
-    blocks = sorted(blocks or [])
+    blocks = _common_blocks(num + den, quiet_only)
     if not blocks:
         return None
 
@@ -142,6 +153,11 @@ def paired(num: list[Config], den: list[Config], target: Target, quiet_only: boo
         return math.exp(sum(math.log(c.by_block[b]) for c in cs) / len(cs))
 
     return paired_ratio([gm(num, b) for b in blocks], [gm(den, b) for b in blocks], target)
+
+
+def from_model(fit: TwoWay, num: list[Config], den: list[Config], target: Target) -> PairedRatio:
+    est, se = fit.contrast([c.config_key for c in num], [c.config_key for c in den])
+    return ratio_from(est, se, fit.n, fit.df, fit.df_per_block, target, "two-way model")
 
 
 def unpaired(num: list[Config], den: list[Config]) -> Comparison | None:
@@ -161,17 +177,18 @@ class Verdict:
     axis: str
     num: str  # value label: "tmpfs", "dw=OFF"
     den: str
-    ratio: PairedRatio
+    ratio: PairedRatio | None  # None: could not be computed (``missing`` says why)
     welch: Comparison | None
     num_configs: list[Config] = field(default_factory=list, repr=False)
     den_configs: list[Config] = field(default_factory=list, repr=False)
     # the same comparison over the blocks without a flagged run, when flagged blocks were left out
     # (a sensitivity line beside the verdict, never the verdict itself: the stopping rule used all blocks)
     quiet: PairedRatio | None = None
+    missing: str | None = None
 
     @property
     def decided(self) -> bool:
-        return self.ratio.decided
+        return self.ratio is not None and self.ratio.decided
 
     @property
     def name(self) -> str:
@@ -182,11 +199,13 @@ class Verdict:
         return self.question[len(AXIS_NAMES.get(self.axis, self.axis)):].strip()
 
     def text(self) -> str:
+        if self.ratio is None:
+            return f"{self.question}: {self.num} / {self.den} could not be computed: {self.missing}"
         return f"{self.question}: {self.num} / {self.den} = {self.ratio.interval()}, {self.ratio.state()}"
 
     def quiet_text(self) -> str:
         """'without the 1 block with a noisy run: 1.61x [1.24, 2.09], decided' (empty when none was left out)."""
-        if self.quiet is None:
+        if self.quiet is None or self.ratio is None:
             return ""
         left = self.ratio.n - self.quiet.n
         return (f"without the {left} block{'s' if left != 1 else ''} with a noisy run: "
@@ -194,7 +213,8 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {"question": self.question, "axis": self.axis, "num": self.num, "den": self.den,
-                "paired": self.ratio.to_dict(), "welch": self.welch.to_dict() if self.welch else None,
+                "paired": self.ratio.to_dict() if self.ratio else None, "missing": self.missing,
+                "welch": self.welch.to_dict() if self.welch else None,
                 "quiet_blocks": self.quiet.to_dict() if self.quiet else None,
                 "text": self.text(), "quiet_text": self.quiet_text()}
 
@@ -229,44 +249,88 @@ def _group_text(g_axis: str | None, g_val: Any) -> str:
     return f" on {value_label('placement', g_val)}"
 
 
-def questions(configs: list[Config], axes: dict[str, Any], target: Target | None = None) -> list[Verdict]:
-    """Every comparison the report makes, paired within blocks."""
-    target = target or Target(adaptive=False)
-    cs = [c for c in configs if c.runs and c.checks_ok]
-    out: list[Verdict] = []
-    # placement first (the question a sweep across tiers asks first), then the rest in the spec's order
+@dataclass(frozen=True)
+class Planned:
+    """One comparison the spec asks, known before any data: ``value`` against ``ref`` on ``axis``."""
+
+    axis: str
+    g_axis: str | None  # asked per value of this axis (or None)
+    group: Any
+    value: Any
+    ref: Any
+
+    @property
+    def title(self) -> str:
+        return AXIS_NAMES.get(self.axis, self.axis) + _group_text(self.g_axis, self.group)
+
+
+def planned(axes: dict[str, Any]) -> list[Planned]:
+    """Every comparison the spec asks: placement first, then the other axes in the spec's order."""
+    out = []
     for axis, values in sorted(axes.items(), key=lambda kv: kv[0] != "placement"):
-        if axis == "options":
+        if axis == "options" or len(values) < 2:
             continue  # several options: compared as cells in the per-tier recommendation
-        if len(values) < 2:
-            continue
         g_axis = group_axis(axis, axes)
-        groups = [None] if g_axis is None else list(axes[g_axis])
-        for g in groups:
-            members = [c for c in cs if g is None or _key(c.settings.get(g_axis)) == _key(g)]
-            by_val = {_key(v): [c for c in members if _key(c.settings.get(axis)) == _key(v)] for v in values}
-            ref = values[0]
-            den = by_val[_key(ref)]
-            if not den:
-                continue
-            for v in values[1:]:
-                num = by_val[_key(v)]
-                if not num:
-                    continue
-                # pair like with like: the other axes' values present on both sides
-                rest = lambda c: _key({k: c.settings.get(k) for k in axes if k not in (axis, g_axis)})  # noqa: E731
-                common = {rest(c) for c in num} & {rest(c) for c in den}
-                n_side = [c for c in num if rest(c) in common]
-                d_side = [c for c in den if rest(c) in common]
-                r = paired(n_side, d_side, target) if n_side and d_side else None
-                if r is None:
-                    continue
-                title = AXIS_NAMES.get(axis, axis) + _group_text(g_axis, g)
-                quiet = paired(n_side, d_side, target, quiet_only=True)
-                if quiet is not None and (quiet.n == r.n or quiet.n < 2):
-                    quiet = None  # nothing left out, or too little left to say anything
-                out.append(Verdict(title, axis, value_label(axis, v), value_label(axis, ref), r,
-                                   unpaired(n_side, d_side), n_side, d_side, quiet))
+        for g in ([None] if g_axis is None else list(axes[g_axis])):
+            out += [Planned(axis, g_axis, g, v, values[0]) for v in values[1:]]
+    return out
+
+
+def family_target(target: Target, axes: dict[str, Any]) -> Target:
+    """The target with its family: the number of planned comparisons shares the error."""
+    return dataclasses.replace(target, comparisons=max(len(planned(axes)), 1))
+
+
+def _sides(q: Planned, configs: list[Config], axes: dict[str, Any]) -> tuple[list[Config], list[Config]]:
+    members = [c for c in configs if q.g_axis is None or _key(c.settings.get(q.g_axis)) == _key(q.group)]
+    num = [c for c in members if _key(c.settings.get(q.axis)) == _key(q.value)]
+    den = [c for c in members if _key(c.settings.get(q.axis)) == _key(q.ref)]
+    # pair like with like: the other axes' values present on both sides
+    rest = lambda c: _key({k: c.settings.get(k) for k in axes if k not in (q.axis, q.g_axis)})  # noqa: E731
+    common = {rest(c) for c in num} & {rest(c) for c in den}
+    return [c for c in num if rest(c) in common], [c for c in den if rest(c) in common]
+
+
+def _missing(q: Planned, num: list[Config], den: list[Config]) -> str:
+    """Why a planned comparison has no answer (named so the report can say it)."""
+    if not num or not den:
+        side = value_label(q.axis, q.value if not num else q.ref) + _group_text(q.g_axis, q.group)
+        return f"no run of {side} is recorded (not run yet, skipped on this host, or excluded by the spec)"
+    bad = [c.label for c in num + den if not c.runs]
+    if bad:
+        return f"no finished run of {', '.join(bad)} (see the failed runs)"
+    bad = [c.label for c in num + den if not c.checks_ok]
+    if bad:
+        return f"consistency checks failed on {', '.join(bad)}"
+    return "no block in which every cell of both sides finished"
+
+
+def model_fit(configs: list[Config]) -> TwoWay | None:
+    """The two-way model over every cell with runs and passing checks."""
+    return fit({c.config_key: c.by_block for c in configs if c.runs and c.checks_ok})
+
+
+def questions(configs: list[Config], axes: dict[str, Any], target: Target | None = None) -> list[Verdict]:
+    """Every planned comparison, each answered (the two-way model when it holds, else paired) or said missing."""
+    target = family_target(target or Target(adaptive=False), axes)
+    tw = model_fit(configs)
+    out: list[Verdict] = []
+    for q in planned(axes):
+        num, den = _sides(q, configs, axes)
+        ok = all(c.runs and c.checks_ok for c in num + den) and num and den
+        blocks = _common_blocks(num + den) if ok else []
+        v = Verdict(q.title, q.axis, value_label(q.axis, q.value), value_label(q.axis, q.ref), None,
+                    unpaired(num, den) if ok else None, num, den)
+        if not blocks:
+            v.missing = _missing(q, num, den)
+        elif tw is not None and tw.holds and all(c.config_key in tw.keys for c in num + den):
+            v.ratio = from_model(tw, num, den, target)
+        else:
+            v.ratio = paired(num, den, target)
+        if v.ratio is not None and any(r.noisy for c in num + den for r in c.runs):
+            quiet = paired(num, den, target, quiet_only=True)
+            v.quiet = None if quiet is None or quiet.n == len(blocks) or quiet.n < 2 else quiet
+        out.append(v)
     return out
 
 
@@ -277,21 +341,20 @@ def questions(configs: list[Config], axes: dict[str, Any], target: Target | None
 @dataclass
 class TierFinding:
     tier: str
-    winner: Config
-    chosen: Config  # the recommendation (the winner, or a safer config not shown to differ from it)
+    winner: Config  # the highest geometric mean (a selection: not evidence by itself)
+    chosen: Config  # what the text names: the winner when its planned comparison decides, else the safe default
     runner_up: Config | None
-    vs_runner_up: PairedRatio | None  # winner / runner-up
-    safer_tie: bool  # chosen != winner because the difference is not established
-    cost_of_safer: PairedRatio | None  # chosen / winner when chosen is the safer one
+    evidence: Verdict | None  # the planned comparison between winner and runner-up, when the spec asks it
+    established: bool  # "use X" is backed by a decided planned comparison
     volatile: bool | None
     text: str
 
     def to_dict(self) -> dict[str, Any]:
         return {"tier": self.tier, "recommended": self.chosen.label, "recommended_settings": self.chosen.settings,
                 "fastest": self.winner.label, "runner_up": self.runner_up.label if self.runner_up else None,
-                "winner_vs_runner_up": self.vs_runner_up.to_dict() if self.vs_runner_up else None,
-                "cost_of_safer": self.cost_of_safer.to_dict() if self.cost_of_safer else None,
-                "safer_tie": self.safer_tie, "volatile": self.volatile, "text": self.text}
+                "evidence": self.evidence.to_dict() if self.evidence else None, "established": self.established,
+                "safe_default": not self.established and self.chosen is not self.winner,
+                "volatile": self.volatile, "text": self.text}
 
 
 def _settings_text(cfg: Config, axes: dict[str, Any]) -> str:
@@ -313,84 +376,80 @@ def _settings_text(cfg: Config, axes: dict[str, Any]) -> str:
     return ", ".join(parts) if parts else "the sweep's fixed settings"
 
 
+def _evidence(a: Config, b: Config, verdicts: list[Verdict]) -> Verdict | None:
+    """The planned comparison of exactly these two cells, if the spec asks it."""
+    for v in verdicts:
+        sides = ({c.config_key for c in v.num_configs}, {c.config_key for c in v.den_configs})
+        if sides in (({a.config_key}, {b.config_key}), ({b.config_key}, {a.config_key})):
+            return v
+    return None
+
+
 def recommend(configs: list[Config], axes: dict[str, Any], tier_facts: dict[str, dict] | None = None,
-              target: Target | None = None) -> list[TierFinding]:
-    """Per datadir tier (and per client count when clients vary): the best configuration and the evidence."""
-    target = target or Target(adaptive=False)
+              target: Target | None = None, verdicts: list[Verdict] | None = None) -> list[TierFinding]:
+    """Per datadir tier (and per client count when clients vary): what the planned comparisons establish."""
     tier_facts = tier_facts or {}
-    out: list[TierFinding] = []
+    verdicts = questions(configs, axes, target) if verdicts is None else verdicts
     tiers: dict[str, list[Config]] = {}
     for c in configs:
         if c.summary is not None and c.checks_ok:
             scope = c.tier + (f" at {c.settings['clients']} clients" if len(axes.get("clients") or []) > 1 else "")
             tiers.setdefault(scope, []).append(c)
+    out: list[TierFinding] = []
     for tier, cs in tiers.items():
         ranked = sorted(cs, key=lambda c: c.summary.mean, reverse=True)
-        winner = ranked[0]
-        runner = ranked[1] if len(ranked) > 1 else None
-        comp = paired([winner], [runner], target) if runner else None
-        chosen, safer, cost = winner, False, None
-        if runner is not None:
-            # among the configs not shown to be slower than the winner, the safest (then the fastest)
-            tied = [winner] + [c for c in ranked[1:] if _not_shown_slower(c, winner, target)]
-            safest = min(tied, key=lambda c: (c.risk, -c.summary.mean))
-            if safest is not winner and safest.risk < winner.risk:
-                chosen, safer = safest, True
-                cost = paired([safest], [winner], target)
-            else:
-                safer_ones = [c for c in ranked if c.risk < winner.risk]
-                if safer_ones:
-                    cost = paired([min(safer_ones, key=lambda c: (c.risk, -c.summary.mean))], [winner], target)
+        winner, runner = ranked[0], (ranked[1] if len(ranked) > 1 else None)
+        ev = _evidence(winner, runner, verdicts) if runner else None
+        safest = min(ranked, key=lambda c: (c.risk, -c.summary.mean))
+        if runner is None:
+            chosen, established = winner, False
+        elif ev is not None and ev.ratio is not None and ev.ratio.status == "equivalent":
+            chosen, established = min((winner, runner), key=lambda c: (c.risk, -c.summary.mean)), True
+        elif ev is not None and ev.ratio is not None and ev.ratio.status == "differs":
+            chosen, established = winner, True
+        else:
+            chosen, established = safest, False
         vol = (tier_facts.get(winner.tier) or {}).get("volatile")
-        out.append(TierFinding(tier, winner, chosen, runner, comp, safer, cost, vol,
-                               _finding_text(tier, winner, chosen, runner, comp, safer, cost, vol, axes)))
+        text = _finding_text(tier, winner, chosen, runner, ev, established, axes)
+        if vol:
+            text += " This tier is volatile (lost at power-off): keep a consistent copy of the data (`innotier persist`)."
+        out.append(TierFinding(tier, winner, chosen, runner, ev, established, vol, text))
     return out
 
 
-def _not_shown_slower(c: Config, winner: Config, target: Target) -> bool:
-    r = paired([c], [winner], target)
-    return r is not None and r.low is not None and r.high >= 1.0
-
-
-def _finding_text(tier: str, winner: Config, chosen: Config, runner: Config | None, comp: PairedRatio | None,
-                  safer: bool, cost: PairedRatio | None, volatile: bool | None, axes: dict[str, Any]) -> str:
-    s = chosen.summary
-    head = f"On {tier}: use {_settings_text(chosen, axes)} -- {s.format()} tpmC"
+def _finding_text(tier: str, winner: Config, chosen: Config, runner: Config | None, ev: Verdict | None,
+                  established: bool, axes: dict[str, Any]) -> str:
     if runner is None:
-        body = " (the only configuration measured here)."
-    elif safer:
-        body = (f". The fastest, {winner.label}, is not shown to be faster (safer / fastest = {cost.interval()}, "
-                f"{cost.state()}), so the safer settings are recommended.")
-    elif comp is not None and comp.low is None:
-        body = (f"; the runner-up {runner.label} measured {comp.ratio:.2f}x less (one block: the noise is unknown, so "
-                "this ranking is not established).")
-    elif comp is not None and comp.low > 1.0:
-        body = f"; it beats the runner-up {runner.label}: {comp.interval()}, {comp.state()}."
-    else:
-        body = (f"; the runner-up {runner.label}: fastest / runner-up = {comp.interval()}, {comp.state()}: either is "
-                "as good on this evidence.")
-    if cost is not None and not safer:
-        safest = "the safer settings"
-        body += f" Cost of {safest} on this tier: {cost.interval()} of the fastest ({cost.state()})."
-    tail = ""
-    if volatile:
-        tail = " This tier is volatile (lost at power-off): keep a consistent copy of the data (`innotier persist`)."
-    return head + body + tail
+        return f"On {tier}: {_settings_text(winner, axes)} -- {winner.summary.format()} tpmC (the only configuration measured here)."
+    if established and ev.ratio.status == "differs":
+        return (f"On {tier}: use {_settings_text(chosen, axes)} -- {chosen.summary.format()} tpmC; it beats "
+                f"{runner.label} ({ev.text()}).")
+    if established:
+        return (f"On {tier}: {winner.label} and {runner.label} are equivalent within ±{ev.ratio.margin * 100:.0f}% "
+                f"({ev.text()}); use {_settings_text(chosen, axes)}, the safer of the two.")
+    why = ev.text() if ev is not None else (f"{winner.label} against {runner.label} is not a planned comparison "
+                                            "(exploratory: picked by the same data)")
+    return (f"On {tier}: ranking not established ({why}). Safe default: {_settings_text(chosen, axes)} "
+            "(a default, not a finding of this sweep).")
 
 
 def tier_comparison(findings: list[TierFinding], target: Target | None = None) -> list[dict[str, Any]]:
-    """The best configuration of every tier against the best of the others (which tier, by how much)."""
-    target = target or Target(adaptive=False)
+    """Exploratory: each tier's best cell against the best of the best tier.  Both sides are picked by the same
+    data, so the interval (nominal 95%, paired) is not covered by the family-wise rate and decides nothing."""
     if len(findings) < 2:
         return []
+    nominal = Target(adaptive=False, equivalence=(target or Target()).equivalence)
     ranked = sorted(findings, key=lambda f: f.winner.summary.mean, reverse=True)
     best = ranked[0]
     rows = []
     for f in ranked[1:]:
-        r = paired([best.winner], [f.winner], target)
+        r = paired([best.winner], [f.winner], nominal)
         if r is None:
+            rows.append({"best_tier": best.tier, "other_tier": f.tier, "best": best.winner.label,
+                         "other": f.winner.label, "ratio": None, "exploratory": True,
+                         "verdict": "could not be computed: no block in which both finished"})
             continue
         rows.append({"best_tier": best.tier, "other_tier": f.tier, "best": best.winner.label, "other": f.winner.label,
-                     "ratio": r.to_dict(), "verdict": f"{r.interval()}, {r.state()}", "decided": r.decided,
-                     "significant": r.low is not None and (r.low > 1.0 or r.high < 1.0)})
+                     "ratio": r.to_dict(), "exploratory": True,
+                     "verdict": f"{r.interval()} (nominal 95%, exploratory: the best cells were picked by the same data)"})
     return rows

@@ -279,14 +279,3 @@ def adopt_sandbox(name: str, key: GoldenKey, datadir: Path, bins: ServerBinaries
 
 def discard_cell_sandbox(name: str) -> None:
     _discard_sandbox(name)
-
-
-def list_goldens() -> list[dict[str, Any]]:
-    root = golden_root()
-    if not root.is_dir():
-        return []
-    out = []
-    for p in sorted(root.iterdir()):
-        if (p / "golden.json").is_file():
-            out.append(json.loads((p / "golden.json").read_text()))
-    return out

@@ -4,8 +4,12 @@ For every measured window (``NoiseWindow.begin()`` when the driver enters its me
 ``end()`` when it returns) this records:
 
 - CPU used by processes *outside* the sweep: all busy CPU time of the machine (/proc/stat) minus the
-  CPU time of the runner's own process tree (the TPC-C driver and its workers) and of the cell's
-  server.  Per-process times come from /proc/PID/stat (utime+stime+cutime+cstime, so children reaped
+  CPU time of the runner's own process tree (the TPC-C driver and its workers), of the cell's server,
+  and of the kernel's I/O threads (kworker, jbd2, md*, loop, dm, zram, writeback: ``KERNEL_IO``).  Those
+  threads do the cell's own I/O, far more for a disk cell than for a RAM cell; counted as others' CPU
+  they would flag disk cells more often and bias the "without noisy blocks" line.  Their time is
+  reported apart (``kernel_io_cores``); the kernel cannot say whose I/O a kworker did, so another
+  process's I/O through them is left out of others' CPU too.  Per-process times come from /proc/PID/stat (utime+stime+cutime+cstime, so children reaped
   during the window are counted once, by their parent).  Reported as a share of the machine's CPU
   capacity and in cores;
 - steal and iowait shares (/proc/stat), the load average at both ends (/proc/loadavg);
@@ -26,12 +30,15 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count() or 1
 DEFAULT_THRESHOLD = 0.25  # others' share of the machine's CPU above which a run is flagged
 PSI_KINDS = ("cpu", "io", "memory")
+KTHREADD = 2  # parent of every kernel thread
+KERNEL_IO = ("kworker", "jbd2", "md", "raid", "loop", "dm-", "kdmflush", "kcryptd", "zram", "kswapd", "writeback",
+             "kblockd", "xfs", "ext4", "flush-", "nvme", "scsi_eh")
 
 
 # ---------------------------------------------------------------------------
@@ -63,9 +70,20 @@ def read_cpu_times(text: str | None = None) -> CpuTimes:
     raise ValueError("/proc/stat has no aggregate cpu line")
 
 
-def read_processes() -> dict[int, tuple[int, int]]:
-    """pid -> (ppid, cumulative CPU ticks of the process and its reaped children)."""
-    out: dict[int, tuple[int, int]] = {}
+class Proc(NamedTuple):
+    ppid: int
+    ticks: int  # CPU ticks of the process and its reaped children
+    comm: str
+
+
+def is_kernel_io(p: Proc) -> bool:
+    """A kernel thread that does block I/O or file-system work for whoever wrote."""
+    return p.ppid == KTHREADD and p.comm.startswith(KERNEL_IO)
+
+
+def read_processes() -> dict[int, Proc]:
+    """pid -> Proc (parent, cumulative CPU ticks of the process and its reaped children, command name)."""
+    out: dict[int, Proc] = {}
     for d in os.scandir("/proc"):
         if not d.name.isdigit():
             continue
@@ -73,22 +91,23 @@ def read_processes() -> dict[int, tuple[int, int]]:
             raw = Path(f"/proc/{d.name}/stat").read_text()
         except OSError:
             continue
-        rest = raw.rsplit(")", 1)[1].split()
+        head, tail = raw.rsplit(")", 1)
+        rest = tail.split()
         # fields after the command: state(3) ppid(4) ... utime(14) stime(15) cutime(16) cstime(17)
         try:
             ppid = int(rest[1])
             ticks = int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])
         except (IndexError, ValueError):
             continue
-        out[int(d.name)] = (ppid, ticks)
+        out[int(d.name)] = Proc(ppid, ticks, head.split("(", 1)[-1])
     return out
 
 
-def tree_of(procs: dict[int, tuple[int, int]], roots: Iterable[int]) -> set[int]:
+def tree_of(procs: dict[int, Proc], roots: Iterable[int]) -> set[int]:
     """The roots and all their descendants that are alive in ``procs``."""
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in procs.items():
-        children.setdefault(ppid, []).append(pid)
+    for pid, p in procs.items():
+        children.setdefault(p.ppid, []).append(pid)
     seen: set[int] = set()
     stack = [r for r in roots if r in procs]
     while stack:
@@ -124,28 +143,38 @@ def read_psi() -> dict[str, dict[str, float]]:
 
 
 @dataclass
-class _Snap:
+class Snap:
+    """The machine at one instant: what ``window_figures`` subtracts."""
+
     t: float
     cpu: CpuTimes
-    ours: int  # ticks of our processes
-    ours_pids: dict[int, int]
+    ours_pids: dict[int, int]  # pid -> ticks of our processes
     load: list[float]
     psi: dict[str, dict[str, float]]
+    kernel_io: dict[int, int] = field(default_factory=dict)  # pid -> ticks of the kernel's I/O threads
+
+
+def snapshot(roots: Iterable[int]) -> Snap:
+    """The real machine now (/proc)."""
+    procs = read_processes()
+    ours = {p: procs[p].ticks for p in tree_of(procs, roots)}
+    kio = {pid: p.ticks for pid, p in procs.items() if is_kernel_io(p)}
+    return Snap(time.monotonic(), read_cpu_times(), ours, read_loadavg(), read_psi(), kio)
 
 
 class NoiseWindow:
-    """Snapshots around a measured window; ``ours()`` names the root pids of the sweep's own work."""
+    """Snapshots around a measured window; ``ours()`` names the root pids of the sweep's own work.
+    ``sampler`` takes the snapshot (the real /proc by default; tests give recorded ones)."""
 
-    def __init__(self, ours: Callable[[], Iterable[int]], threshold: float = DEFAULT_THRESHOLD) -> None:
+    def __init__(self, ours: Callable[[], Iterable[int]], threshold: float = DEFAULT_THRESHOLD,
+                 sampler: Callable[[Iterable[int]], Snap] = snapshot) -> None:
         self._roots = ours
         self.threshold = threshold
-        self._begin: _Snap | None = None
+        self._sampler = sampler
+        self._begin: Snap | None = None
 
-    def _snap(self) -> _Snap:
-        procs = read_processes()
-        pids = tree_of(procs, self._roots())
-        ticks = {p: procs[p][1] for p in pids}
-        return _Snap(time.monotonic(), read_cpu_times(), sum(ticks.values()), ticks, read_loadavg(), read_psi())
+    def _snap(self) -> Snap:
+        return self._sampler(self._roots())
 
     def begin(self) -> None:
         self._begin = self._snap()
@@ -162,15 +191,21 @@ class NoiseWindow:
         return window_figures(b, e, self.threshold)
 
 
-def window_figures(b: _Snap, e: _Snap, threshold: float) -> dict[str, Any]:
+def _growth(b: dict[int, int], e: dict[int, int]) -> int:
+    """Ticks used between two snapshots by a set of processes: those alive at both ends count their growth, new
+    ones count fully; one gone at the end was reaped by a parent in the set, whose cutime now holds its whole
+    life: take its start value back out."""
+    used = sum(t - b.get(p, 0) for p, t in e.items()) - sum(t for p, t in b.items() if p not in e)
+    return max(used, 0)
+
+
+def window_figures(b: Snap, e: Snap, threshold: float) -> dict[str, Any]:
     total = max(e.cpu.total - b.cpu.total, 1)
     busy = e.cpu.busy - b.cpu.busy
-    # our ticks: processes alive at both ends count their growth, new ones count fully; one gone at the end
-    # was reaped by a parent of ours, whose cutime now holds its whole life: take its start value back out
-    ours = sum(t - b.ours_pids.get(p, 0) for p, t in e.ours_pids.items())
-    ours -= sum(t for p, t in b.ours_pids.items() if p not in e.ours_pids)
-    ours = max(ours, 0)
-    others = max(busy - ours, 0)
+    ours = _growth(b.ours_pids, e.ours_pids)
+    # kernel threads are never reaped by a parent: a gone one simply stops counting
+    kio = max(sum(t - b.kernel_io.get(p, t) for p, t in e.kernel_io.items()), 0)
+    others = max(busy - ours - kio, 0)
     seconds = e.t - b.t
     out: dict[str, Any] = {
         "seconds": round(seconds, 2),
@@ -178,6 +213,7 @@ def window_figures(b: _Snap, e: _Snap, threshold: float) -> dict[str, Any]:
         "others_cpu_share": round(others / total, 4),
         "others_cores": round(others / CLK_TCK / seconds, 3) if seconds > 0 else None,
         "ours_cores": round(ours / CLK_TCK / seconds, 3) if seconds > 0 else None,
+        "kernel_io_cores": round(kio / CLK_TCK / seconds, 3) if seconds > 0 else None,
         "steal_share": round((e.cpu.steal - b.cpu.steal) / total, 4),
         "iowait_share": round((e.cpu.iowait - b.cpu.iowait) / total, 4),
         "idle_share": round((e.cpu.idle - b.cpu.idle) / total, 4),
@@ -257,20 +293,28 @@ class QuietWait:
                 "others_cpu_share": round(self.others_cpu_share, 4)}
 
 
-def wait_quiet(ours: Callable[[], Iterable[int]], limit: float, threshold: float = DEFAULT_THRESHOLD,
-               sample: float = 2.0, echo: Callable[[str], None] | None = None) -> QuietWait:
-    """Sample others' CPU share over ``sample``-second windows until it is below ``threshold`` or
-    ``limit`` seconds have passed."""
-    t0 = time.monotonic()
+def sample_share(ours: Callable[[], Iterable[int]], seconds: float, threshold: float) -> float:
+    """Others' CPU share over the next ``seconds`` on the real machine."""
     win = NoiseWindow(ours, threshold)
+    win.begin()
+    time.sleep(seconds)
+    return win.end()["others_cpu_share"]
+
+
+def wait_quiet(ours: Callable[[], Iterable[int]], limit: float, threshold: float = DEFAULT_THRESHOLD,
+               sample: float = 2.0, echo: Callable[[str], None] | None = None,
+               measure: Callable[[float], float] | None = None,
+               clock: Callable[[], float] = time.monotonic) -> QuietWait:
+    """Sample others' CPU share over ``sample``-second windows until it is below ``threshold`` or
+    ``limit`` seconds have passed.  ``measure(seconds)`` takes one sample (the real machine by default)."""
+    measure = measure or (lambda seconds: sample_share(ours, seconds, threshold))
+    t0 = clock()
     shares: list[float] = []
     told = False
     while True:
-        win.begin()
-        time.sleep(sample)
-        share = win.end()["others_cpu_share"]
+        share = measure(sample)
         shares.append(share)
-        waited = time.monotonic() - t0
+        waited = clock() - t0
         if share <= threshold:
             return QuietWait(waited, True, share, shares)
         if waited >= limit:

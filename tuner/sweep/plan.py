@@ -375,11 +375,6 @@ def server_binaries(spec: SweepSpec, cells: list[Cell]) -> dict[str | None, Serv
     return out
 
 
-def cell_binaries(plan_or_bins, cell: Cell) -> ServerBinaries:
-    servers = plan_or_bins.binaries if isinstance(plan_or_bins, Plan) else plan_or_bins
-    return servers[cell.settings.get("server")]
-
-
 def make_plan(spec: SweepSpec, *, check_tiers: bool = True) -> Plan:
     """Validate everything and return the plan; raises SweepError naming the first problem."""
     cells = expand(spec)

@@ -1,9 +1,10 @@
 """The sweep report: self-contained HTML (PNG plots embedded as base64) and Markdown, from the results store.
 
 It answers first: a verdict per question the spec asks (placement; doublewrite and the other axes per tier;
-page size per client count), each a ratio paired within blocks with its interval and "decided" or
-"undecided, ~N more blocks"; then the recommendation per tier with the runner-up and the cost of the safer
-choice; the scale the sweep ran at against its seed's; the noise of every run.
+page size per client count), each a within-block ratio with its interval and "decided" or "undecided" with the
+blocks 80% power needs, or why it could not be computed; the family-wise error rate and the model check in one
+place; then what each tier's planned comparison establishes; the scale the sweep ran at against its seed's; the
+noise of every run.
 
 Plots follow the seeds' figures where the sweep has the axes for them:
 - a forest plot of the paired ratios (what the verdicts rest on);
@@ -20,13 +21,19 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup, escape
+
+from tuner.core.durable import write_json_atomic
 from tuner.core.errors import SweepError
 from tuner.core.units import human_size, parse_size
-from tuner.sweep.analysis import Config, Verdict, configs_from, label_of, questions, recommend, tier_comparison
+from tuner.sweep.analysis import (Config, Verdict, configs_from, family_target, label_of, model_fit, questions, recommend,
+                                  tier_comparison)
 from tuner.sweep.plan import DATADIR_BYTES_PER_WAREHOUSE
 from tuner.sweep.results import ResultsStore, noise_columns
 from tuner.sweep.spec import placement_label
@@ -124,7 +131,7 @@ def fig_summary(configs: list[Config]) -> Figure:
 
 def fig_forest(verdicts: list[Verdict]) -> Figure | None:
     """Every paired comparison: ratio and interval on a log axis, 1.0 and the +/-3% band marked."""
-    vs = [v for v in verdicts if v.ratio.low is not None]
+    vs = [v for v in verdicts if v.ratio is not None and v.ratio.low is not None]
     if not vs:
         return None
     plt = _plt()
@@ -137,8 +144,9 @@ def fig_forest(verdicts: list[Verdict]) -> Figure | None:
         ax.annotate(f"{r.ratio:.2f}x [{r.low:.2f}, {r.high:.2f}]", (r.high, i), xytext=(6, 0),
                     textcoords="offset points", va="center", fontsize=8)
     ax.axvline(1.0, color="black", lw=1)
-    eq = vs[0].ratio  # every comparison of a run has the same level
-    ax.axvspan(1 / 1.03, 1.03, color="#dddddd", alpha=0.6, lw=0, label="±3% (equivalent)")
+    margin = 1.0 + vs[0].ratio.margin
+    ax.axvspan(1 / margin, margin, color="#dddddd", alpha=0.6, lw=0,
+               label=f"±{vs[0].ratio.margin * 100:.0f}% (equivalent)")
     ax.set_yticks(range(len(vs)), [f"{v.num} / {v.den}" + (f" ({v.scope})" if v.scope else "") for v in vs])
     ax.invert_yaxis()
     ax.set_xscale("log")
@@ -152,15 +160,13 @@ def fig_forest(verdicts: list[Verdict]) -> Figure | None:
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
-    level = ("95% interval" if abs(eq.level - 0.95) < 1e-9 else
-             f"95% repeated interval ({eq.level * 100:.1f}% at each look of the adaptive run)")
-    ax.set_xlabel(f"ratio of throughput, paired within blocks (log scale); {level}")
+    ax.set_xlabel("ratio of throughput within blocks (log scale); intervals at the family-wise 95% level")
     ax.set_ylabel("comparison")
     ax.legend(fontsize=7, loc="upper right", bbox_to_anchor=(1.0, -0.22 if len(vs) < 4 else -0.12), frameon=False)
     return Figure("forest.png", "paired ratios (forest plot)",
                   "Each comparison the report makes: the ratio of the two sides' tpmC within each block, averaged on "
-                  "the log scale, with its interval. Green: decided (the interval excludes 1.0, lies within ±3% of "
-                  "it, or is narrower than ±5%); grey: undecided.", _png(fig))
+                  "the log scale, with its interval. Green: decided (the interval excludes 1.0, or lies inside the "
+                  "equivalence margin); grey: undecided.", _png(fig))
 
 
 def fig_clients(configs: list[Config]) -> Figure | None:
@@ -344,25 +350,33 @@ def noise_rows(cells) -> list[dict[str, Any]]:
 
 
 def noise_explains(cells, configs: list[Config]) -> str | None:
-    """Does the noise explain the spread?  Correlate each run's deviation from its cell's geometric mean
-    with others' CPU share (Spearman, over runs with noise figures)."""
-    from scipy.stats import spearmanr  # deferred: SciPy at CLI start-up costs ~1 s of CPU (see stats.py)
+    """Does the noise explain the spread?  Within blocks: each run's log deviation from its cell's mean, less its
+    block's mean deviation, against others' CPU share less its block's mean (Spearman).  Comparing runs of one
+    block with each other keeps the machine's drift between blocks out of the correlation."""
+    from scipy.stats import spearmanr  # deferred: SciPy at CLI start-up costs ~1 s of CPU (see numlib.py)
 
-    dev, share = [], []
-    gm = {c.config_key: c.summary.mean for c in configs if c.summary}
+    gm = {c.config_key: math.log(c.summary.mean) for c in configs if c.summary}
+    by_block: dict[int, list[tuple[float, float]]] = {}
     for c in cells:
         w = (c.noise or {}).get("window") or {}
         if c.status == "ok" and c.tpmc and c.config_key in gm and w.get("others_cpu_share") is not None:
-            dev.append(c.tpmc / gm[c.config_key])
-            share.append(w["others_cpu_share"])
+            by_block.setdefault(c.block, []).append((math.log(c.tpmc) - gm[c.config_key], w["others_cpu_share"]))
+    dev, share = [], []
+    for runs in by_block.values():
+        if len(runs) < 2:
+            continue
+        md = sum(d for d, _ in runs) / len(runs)
+        ms = sum(x for _, x in runs) / len(runs)
+        dev += [d - md for d, _ in runs]
+        share += [x - ms for _, x in runs]
     if len(dev) < 6 or len(set(share)) < 2:
         return None
     rho, p = spearmanr(share, dev)
     if p < 0.05 and rho < 0:
-        return (f"The noise explains part of the spread: runs taken while other processes used more CPU were slower "
-                f"than their cell's mean (Spearman rho = {rho:.2f}, p = {p:.2g}, {len(dev)} runs).")
-    return (f"Others' CPU use does not explain the spread of the runs here (Spearman rho = {rho:.2f}, p = {p:.2g}, "
-            f"{len(dev)} runs): the drift comes from elsewhere (I/O, caches) or is the cells' own variation.")
+        return (f"The noise explains part of the spread: within a block, runs taken while other processes used more "
+                f"CPU were slower than their cell's mean (Spearman rho = {rho:.2f}, p = {p:.2g}, {len(dev)} runs).")
+    return (f"Within blocks, others' CPU use does not explain the spread of the runs (Spearman rho = {rho:.2f}, "
+            f"p = {p:.2g}, {len(dev)} runs): the spread comes from elsewhere (I/O, caches) or is the cells' own.")
 
 
 def noise_warning(cells) -> str | None:
@@ -425,10 +439,16 @@ def scale_note(spec: dict[str, Any], cells, design: dict[str, Any] | None = None
 
 
 def target_of(info: dict[str, Any]) -> Target:
-    """The decision target the run was made with (stored with the run; older runs: one look at 95%)."""
+    """The decision target stored with the run at its first start (the family from the axes when absent)."""
     t = ((info.get("design") or {}).get("target")) or {}
-    fields = {k: t[k] for k in ("equivalence", "half_width", "alpha", "min_blocks", "max_blocks", "adaptive") if k in t}
-    return Target(**fields) if fields else Target(adaptive=False)
+    fields = {k: t[k] for k in ("equivalence", "alpha", "min_blocks", "max_blocks", "adaptive", "comparisons") if k in t}
+    target = Target(**fields) if fields else Target(adaptive=False)
+    return target if "comparisons" in t else family_target(target, (info.get("spec") or {}).get("axes") or {})
+
+
+def _code(text: str) -> Markup:
+    """`innotier persist` as <code> in HTML (the text is escaped first)."""
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
 
 
 def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
@@ -448,7 +468,8 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
         for t, f in ((c.tiers or {}).get("facts") or {}).items():
             tier_facts.setdefault(t, f)
     verdicts = questions(configs, axes, target)
-    findings = recommend(configs, axes, tier_facts, target)
+    findings = recommend(configs, axes, tier_facts, target, verdicts)
+    tw = model_fit(configs)
     across = tier_comparison(findings, target)
     figures = [f for f in (fig_forest(verdicts), fig_summary(configs), fig_clients(configs),
                            fig_consistency(configs, axes), fig_placement(configs, axes), fig_latency(configs),
@@ -462,6 +483,7 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
         paths.append(p)
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["html"]),
                       trim_blocks=True, lstrip_blocks=True)
+    env.filters["code"] = _code
     failed = [c for c in cells if c.status != "ok"]
     total = info["total_cells"]
     done = sum(1 for c in cells if c.status == "ok")
@@ -478,6 +500,8 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
         "findings": findings, "across": across, "failed": failed, "done": done, "total": total,
         "complete": complete, "configs": configs, "tier_facts": tier_facts, "blocks": len(blocks),
         "design": design, "stop": stop, "target": target, "noise": noise_rows(cells),
+        "model_text": tw.check_text() if tw else "The two-way model needs 2 cells and 2 complete blocks; every "
+                      "comparison uses its own paired interval.",
         "noisy_runs": sum(bool(c.noisy) for c in cells), "noise_explains": noise_explains(cells, configs),
         "noise_warning": noise_warning(cells),
         "scale": scale_note(spec, cells, info.get("design")),
@@ -489,11 +513,12 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
     md = out / "report.md"
     md.write_text(env.get_template("report.md.j2").render(**context))
     summary = out / "summary.json"
-    summary.write_text(json.dumps({
+    write_json_atomic(summary, {
         "run_id": run_id, "complete": complete, "blocks": len(blocks), "design": design, "stop": stop,
+        "family": target.family_text(), "model": tw.to_dict() if tw else None,
         "scale": context["scale"], "verdicts": [v.to_dict() for v in verdicts], "cells": [
             {"cell": c.label, "settings": c.settings, "tpmc": c.summary.to_dict() if c.summary else None,
              "checks_ok": c.checks_ok} for c in configs],
         "noise": context["noise"],
-        "recommendations": [f.to_dict() for f in findings], "tiers": across}, indent=2, sort_keys=True, default=str))
+        "recommendations": [f.to_dict() for f in findings], "tiers": across})
     return Report(run_id, html, md, paths, [f.text for f in findings], summary, [v.text() for v in verdicts])

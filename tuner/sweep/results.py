@@ -19,7 +19,8 @@ above N applied in order, each in its own transaction with the new version numbe
 results database opens and keeps its rows.  A migration lists the columns it adds and adds only those
 a store lacks (``SCHEMA`` creates a fresh store with some of them already).
   v2  cells.host (fleet sweeps merge several hosts' cells into one database)
-  v3  runs.design_json (block order, seed, stop rule), runs.stop_json (why and when an adaptive run
+  v3  runs.design_json (block order, seed, stop rule: written at the run's first start, then only its
+      budget changes), runs.stop_json (why and when an adaptive run
       stopped), cells.noise_json (what else used the machine during the measured window) and
       cells.noisy (the window was flagged).
 """
@@ -111,8 +112,10 @@ INSERT INTO runs (run_id, name, spec_digest, spec_yaml, spec_json, plan_json, cr
                   total_cells, environment_json, design_json)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(run_id) DO UPDATE SET updated_at = excluded.updated_at, plan_json = excluded.plan_json,
-                                  total_cells = excluded.total_cells, design_json = excluded.design_json
+                                  total_cells = excluded.total_cells,
+                                  design_json = COALESCE(runs.design_json, excluded.design_json)
 """
+SET_BUDGET = "UPDATE runs SET design_json = json_set(design_json, '$.stop.budget', ?) WHERE run_id = ?"
 REPLACE_CELL = """
 INSERT OR REPLACE INTO cells (run_id, cell_id, idx, config_key, repeat, label, settings_json, status, failure,
     started_at, finished_at, phases_json, tpmc, nopm, tpm, result_json, check_ok, check_json, option_file,
@@ -270,6 +273,11 @@ class ResultsStore:
             self.conn.execute(INSERT_RUN, (run_id, name, digest, spec_yaml, _j(spec_json), _j(plan_json), now, now,
                                            total_cells, _j(environment), _j(design)))
 
+    def set_budget(self, run_id: str, budget: float) -> None:
+        """The one part of a stored stop rule that may change on resume."""
+        with self._tx():
+            self.conn.execute(SET_BUDGET, (budget, run_id))
+
     def record_cell(self, rec: CellRecord) -> None:
         """Write one cell, its environment and its timeline in a single transaction."""
         row = {
@@ -314,6 +322,11 @@ class ResultsStore:
 
     def finished_cell_ids(self, run_id: str) -> set[str]:
         return {r[0] for r in self.conn.execute(FINISHED_CELLS, (run_id,))}
+
+    def run_design(self, run_id: str) -> dict[str, Any] | None:
+        """The design stored at the run's first start (None: no such run yet)."""
+        row = self.conn.execute("SELECT design_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else _u(row[0])
 
     def list_runs(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self.conn.execute(LIST_RUNS)]

@@ -22,7 +22,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,8 @@ from tuner.core.sandbox import ServerBinaries, find_binaries
 from tuner.core.server import ConnectionSpec, fetch_variables
 from tuner.sweep import golden as golden_mod
 from tuner.sweep import noise as noise_mod
-from tuner.sweep.analysis import configs_from, questions
+from tuner.sweep import stoprule
+from tuner.sweep.analysis import configs_from, family_target, questions
 from tuner.sweep.placement import TierSession, _tier_facts, cell_dir, clear_cell_dirs, place_components
 from tuner.sweep.plan import Cell, Plan, cell_seconds, golden_seconds
 from tuner.sweep.results import CellRecord, ResultsStore
@@ -173,6 +173,7 @@ class Runner:
         self.spent_before = 0.0  # seconds of cell runs recorded by earlier invocations of this run
         self.done = 0  # finished cell runs of this run (for the exporter's progress)
         self.environment = environment(plan)
+        self.target = family_target(self.spec.target(), self.spec.axes)  # the family size shares the error
 
     # -- top level -----------------------------------------------------------
 
@@ -190,8 +191,13 @@ class Runner:
 
     def _run(self, store: ResultsStore, t0: float) -> RunSummary:
         plan = self.plan
+        stored = store.run_design(plan.run_id)
+        if self.spec.adaptive:
+            stoprule.check_unchanged(self.spec.stop, (stored or {}).get("stop"), plan.run_id)
         store.begin_run(plan.run_id, self.spec.name, self.spec.digest, self.spec.text, self.spec.canonical(),
-                        plan.to_dict(), len(plan.cells), self.environment, self.spec.design())
+                        plan.to_dict(), len(plan.cells), self.environment, self.spec.design(self.target))
+        if self.spec.adaptive:
+            store.set_budget(plan.run_id, self.spec.stop.budget)
         finished = store.finished_cell_ids(plan.run_id)
         todo = [c for c in plan.cells if c.cell_id not in finished]
         self.spent_before = self._spent(store)
@@ -203,49 +209,24 @@ class Runner:
         for c, reason in plan.skipped:
             if c.repeat == 1:
                 self.echo(f"skipping {c.label}: {reason}")
-        checked = None  # the block whose start the stop rule was evaluated at
-        if todo and self.spec.adaptive and self._block_start(store, todo[0]):
-            checked = todo[0].repeat
-            stop = self._should_stop(store, checked)
-            if stop:
-                summary.stop = stop
-                store.finish_run(plan.run_id, stop)
-                self.echo(f"run {plan.run_id} is complete after block {stop['blocks']} ({stop['reason']}); "
-                          "nothing to do")
-                return summary
         if not todo:
             store.finish_run(plan.run_id, self._stop_record(store, "all blocks ran"))
             self.echo(f"run {plan.run_id} is complete; nothing to do")
+            return summary
+        if self._stop_before(store, todo[0], summary):
+            self.echo(f"run {plan.run_id} is complete after block {summary.stop['blocks']} "
+                      f"({summary.stop['reason']}); nothing to do")
             return summary
         tiers = TierSession(plan.run_id, self.spec.tiers, echo=self.echo)
         progress = Progress(len(plan.cells), self.echo, self._live())
         try:
             tiers.open(sorted({t for c in todo for t in c.tiers_used}))
             self._start_exporter(summary)
-            for c in todo:
-                if self.spec.adaptive and c.repeat != checked and self._block_start(store, c):
-                    checked = c.repeat
-                    stop = self._should_stop(store, c.repeat)
-                    if stop:
-                        summary.stop = stop
-                        store.finish_run(plan.run_id, stop)
-                        self.echo(f"stopping after block {stop['blocks']}: {stop['reason']}")
-                        break
-                rec = self._run_cell(c, tiers, progress, todo)
-                store.record_cell(rec)
-                self.done += rec.status == "ok"
-                if self.exporter is not None:
-                    self.exporter.set_progress(self.done, len(plan.cells), SweepPhase.BETWEEN_CELLS)
-                summary.ran += 1
-                if rec.status != "ok":
-                    summary.failed.append(f"{c.label} (repeat {c.repeat}): {rec.failure}")
-                    self.echo(f"cell {c.index}/{len(plan.cells)} {c.label} failed: {rec.failure}")
-                else:
-                    w = (rec.noise or {}).get("window") or {}
-                    flag = f"; NOISY: {w['flag_reason']}" if w.get("flagged") else (
-                        f"; others used {w['others_cpu_share'] * 100:.0f}% of the CPU" if w else "")
-                    self.echo(f"cell {c.index}/{len(plan.cells)} {c.label} (block {c.repeat}): "
-                              f"tpmC {rec.tpmc:,.0f}, checks {'passed' if rec.check_ok else 'FAILED'}{flag}")
+            for i, c in enumerate(todo):
+                if i and self._stop_before(store, c, summary):
+                    self.echo(f"stopping after block {summary.stop['blocks']}: {summary.stop['reason']}")
+                    break
+                self._record(store, c, self._run_cell(c, tiers, progress, todo), summary)
             if summary.stop is None and len(store.finished_cell_ids(plan.run_id)) == len(plan.cells):
                 summary.stop = self._stop_record(store, "all blocks ran" if not self.spec.adaptive else
                                                  f"max_blocks ({self.spec.repeats}) reached")
@@ -259,6 +240,33 @@ class Runner:
         summary.seconds = time.monotonic() - t0
         return summary
 
+    def _stop_before(self, store: ResultsStore, cell: Cell, summary: RunSummary) -> bool:
+        """At the start of a block of an adaptive run: ask the stop rule; record the stop when it says so."""
+        if not self.spec.adaptive or not self._block_start(store, cell):
+            return False
+        stop = self._should_stop(store)
+        if stop is None:
+            return False
+        summary.stop = stop
+        store.finish_run(self.plan.run_id, stop)
+        return True
+
+    def _record(self, store: ResultsStore, c: Cell, rec: CellRecord, summary: RunSummary) -> None:
+        store.record_cell(rec)
+        self.done += rec.status == "ok"
+        if self.exporter is not None:
+            self.exporter.set_progress(self.done, len(self.plan.cells), SweepPhase.BETWEEN_CELLS)
+        summary.ran += 1
+        if rec.status != "ok":
+            summary.failed.append(f"{c.label} (repeat {c.repeat}): {rec.failure}")
+            self.echo(f"cell {c.index}/{len(self.plan.cells)} {c.label} failed: {rec.failure}")
+            return
+        w = (rec.noise or {}).get("window") or {}
+        flag = f"; NOISY: {w['flag_reason']}" if w.get("flagged") else (
+            f"; others used {w['others_cpu_share'] * 100:.0f}% of the CPU" if w else "")
+        self.echo(f"cell {c.index}/{len(self.plan.cells)} {c.label} (block {c.repeat}): "
+                  f"tpmC {rec.tpmc:,.0f}, checks {'passed' if rec.check_ok else 'FAILED'}{flag}")
+
     # -- blocks and the stop rule ---------------------------------------------
 
     def _block_start(self, store: ResultsStore, cell: Cell) -> bool:
@@ -268,7 +276,7 @@ class Runner:
 
     def _verdicts(self, store: ResultsStore):
         cells = [c for c in store.cells(self.plan.run_id) if c.status == "ok"]
-        return questions(configs_from(cells, self.spec.axes), self.spec.axes, self.spec.target())
+        return questions(configs_from(cells, self.spec.axes), self.spec.axes, self.target)
 
     def _complete_blocks(self, store: ResultsStore) -> int:
         done = store.finished_cell_ids(self.plan.run_id)
@@ -286,10 +294,8 @@ class Runner:
         return sum(c.finished_at - c.started_at - (c.phases or {}).get("golden", 0.0)
                    for c in store.cells(self.plan.run_id))
 
-    def _should_stop(self, store: ResultsStore, next_block: int) -> dict[str, Any] | None:
-        """Before block ``next_block``: stop when every comparison is decided (after min_blocks) or the
-        next block would overrun the time budget; print what is still undecided."""
-        rule = self.spec.stop
+    def _should_stop(self, store: ResultsStore) -> dict[str, Any] | None:
+        """Before a block: the stop rule's decision on the blocks so far; prints what is still undecided."""
         blocks = self._complete_blocks(store)
         if blocks == 0:
             return None
@@ -298,14 +304,8 @@ class Runner:
         self.echo(f"after block {blocks}: {len(verdicts) - len(undecided)} of {len(verdicts)} comparisons decided")
         for v in undecided:
             self.echo(f"  undecided: {v.text()}" + (f" ({v.quiet_text()})" if v.quiet else ""))
-        if blocks >= rule.min_blocks and verdicts and not undecided:
-            return self._stop_record(store, "target reached: every comparison is decided")
-        per_block = self._spent(store) / blocks
-        # the budget decides from min_blocks on: fewer blocks cannot decide anything, so they always run
-        if blocks >= rule.min_blocks and self._spent(store) + per_block > rule.budget:
-            return self._stop_record(store, f"time budget ({format_duration(rule.budget)}) reached; "
-                                     + _more_blocks_text(undecided, per_block))
-        return None
+        d = stoprule.decide(self.spec.stop, blocks, self._spent(store), verdicts)
+        return self._stop_record(store, d.reason) if d.stop else None
 
     def _live(self) -> bool:
         if self.opts.live is not None:
@@ -340,130 +340,115 @@ class Runner:
 
     # -- time left -----------------------------------------------------------
 
-    def _seconds_left(self, cell: Cell, todo: list[Cell], phase_started: float, cell_started: float) -> float:
+    def _seconds_left(self, cell: Cell, todo: list[Cell], cell_elapsed: float) -> float:
         per_cell = (sum(self.measured) / len(self.measured)) if self.measured else cell_seconds(
             self.spec, self.plan.datadir_bytes)
         remaining = [c for c in todo if c.index > cell.index]
         missing_goldens = {golden_mod.key_for(self.spec, c, self._bins(c)) for c in remaining}
         extra = sum(golden_seconds(self.spec, self.plan.datadir_bytes) for k in missing_goldens
                     if not golden_mod.is_present(k))
-        current_left = max(per_cell - (time.monotonic() - cell_started), 0.0)
-        left = current_left + per_cell * len(remaining)
-        if self.spec.adaptive:  # at most what the time budget leaves (the stop rule may end it sooner)
-            left = min(left, max(self.spec.stop.budget - self.spent_before - sum(self.measured), current_left))
-        return left + extra
+        budget_left = (self.spec.stop.budget - self.spent_before - sum(self.measured)) if self.spec.adaptive else None
+        return stoprule.seconds_left(per_cell, len(remaining), cell_elapsed, budget_left, extra)
 
-    # -- one cell ------------------------------------------------------------
+    # -- one cell: prepare, measure, check and collect ------------------------
 
     def _run_cell(self, cell: Cell, tiers: TierSession, progress: Progress, todo: list[Cell]) -> CellRecord:
-        started_wall = time.time()
-        started = time.monotonic()
-        phases: dict[SweepPhase, float] = {}
-        state: dict[str, Any] = {"phase": SweepPhase.PREPARE, "t": started}
         label = f"{cell.label} r{cell.repeat}"
 
-        noise: dict[str, Any] = {}
-        window: noise_mod.NoiseWindow | None = None
-
-        def phase(name: SweepPhase) -> None:
-            if name == SweepPhase.MEASURE and window is not None:
-                window.begin()
-            now = time.monotonic()
-            prev = state["phase"]
-            phases[prev] = round(phases.get(prev, 0.0) + now - state["t"], 3)
-            state["phase"], state["t"] = name, now
-            progress.update(cell.index, label, name, self._seconds_left(cell, todo, now, started))
+        def show(phase: SweepPhase) -> None:
+            progress.update(cell.index, label, phase, self._seconds_left(cell, todo, clock.elapsed()))
             if self.exporter is not None:
-                self.exporter.set_progress(self.done, len(self.plan.cells), name)
+                self.exporter.set_progress(self.done, len(self.plan.cells), phase)
 
+        clock = PhaseClock(show)
         rec = CellRecord(run_id=self.plan.run_id, cell_id=cell.cell_id, idx=cell.index, config_key=cell.config_key,
                          repeat=cell.repeat, label=cell.label, settings=cell.settings, status="ok",
-                         started_at=started_wall, finished_at=started_wall, environment=self.environment)
-        sb = None
-        ticker = None
+                         started_at=time.time(), finished_at=time.time(), environment=self.environment)
+        noise: dict[str, Any] = {}
         try:
-            phase(SweepPhase.PREPARE)
-            golden_mod.discard_cell_sandbox(self.sandbox_name)  # an earlier, interrupted attempt
-            clear_cell_dirs(tiers, self.sandbox_name)
-            tiers.open_cell(list(cell.tiers_used))  # md: this cell's own array over the named devices
-            bins = self._bins(cell)
-            key = golden_mod.key_for(self.spec, cell, bins)
-            if not golden_mod.is_present(key):
-                phase(SweepPhase.GOLDEN)
-            rec.golden = golden_mod.ensure(key, bins, progress=lambda m: self.echo(m))
-            phase(SweepPhase.CLONE)
-            datadir = cell_dir(tiers, cell.datadir_tier, self.sandbox_name) / "data"
-            clone_info = golden_mod.clone(key, datadir)
-            rec.golden = {**rec.golden, "clone": clone_info}
-            if self.opts.probe:
-                noise["probe"] = noise_mod.probe(datadir)
-            sb = golden_mod.adopt_sandbox(self.sandbox_name, key, datadir, bins)
-            phase(SweepPhase.PLACE)
-            placed = place_components(sb, cell.placement, tiers, cell.settings.get("options"))
-            phase(SweepPhase.CONFIGURE)
-
-            apply_cell_profile(sb, self.spec, cell)
-            rec.option_file = option_files_text(sb)
-            rec.tiers = {"placement": cell.placement, "placed": placed,
-                         "facts": {t: tiers.facts(t) for t in cell.tiers_used},
-                         "datadir": _facts_for_path(sb.datadir)}
-            phase(SweepPhase.START)
-            sb.start()
-            server_pid = sb.running_pid()
-            roots = lambda: [os.getpid()] + ([server_pid] if server_pid else [])  # noqa: E731
-            window = noise_mod.NoiseWindow(roots, self.opts.noise_threshold)
-            if self.opts.wait_quiet:
-                phase(SweepPhase.WAIT_QUIET)
-                noise["wait"] = noise_mod.wait_quiet(roots, self.opts.wait_quiet, self.opts.noise_threshold,
-                                                     echo=self.echo).to_dict()
-            spec = sb.connection_spec(golden_mod.TPCC_DATABASE)
-            self._point_exporter_at(sb, cell)
-
-            measurement = Measurement()
-            if self.exporter is not None:
-                self.exporter.set_measurement(measurement)
-            phase(SweepPhase.WARMUP)
-            ticker = _PhaseTicker(measurement, lambda p: phase(p), float(self.spec.workload.warmup))
-            ticker.start()
-            result = self._drive(spec, cell, measurement)
-            ticker.stop()
-            ticker = None
-            if window.started:
-                noise["window"] = window.end()
-            rec.result = result.to_dict()
-            if not result.complete or result.failure:
-                raise SweepError(f"the TPC-C run did not complete: {result.failure or 'incomplete'}")
-            phase(SweepPhase.CHECK)
-
-            report = run_checks(spec, golden_mod.TPCC_DATABASE)
-            rec.check_ok = bool(report.ok)
-            rec.check = _as_dict(report)
-            phase(SweepPhase.COLLECT)
-            self._collect(sb, rec)
-            phase(SweepPhase.STOP)
-            sb.stop("clean")
-            if not rec.check_ok:
-                rec.status, rec.failure = "failed", "TPC-C consistency checks failed after the run"
-        except InnotierError as exc:
-            rec.status, rec.failure = "failed", str(exc)
+            sb = self._prepare(cell, tiers, clock, rec, noise)
+            self._measure(sb, cell, clock, rec, noise)
+            self._check_and_collect(sb, clock, rec)
+        except Exception as exc:  # any failure of a cell fails that cell; the sweep goes on
+            rec.status, rec.failure = "failed", str(exc) if isinstance(exc, InnotierError) else (
+                f"{type(exc).__name__}: {exc}")
         except BaseException:
-            if ticker is not None:
-                ticker.stop()
             self._cleanup_cell(tiers)
             raise
-        finally:
-            if ticker is not None:
-                ticker.stop()
-        phase(SweepPhase.RECORD)
+        clock.enter(SweepPhase.RECORD)
         self._cleanup_cell(tiers)
-        rec.phases = phases
+        rec.phases = clock.close()
         rec.noise = noise or None
         rec.finished_at = time.time()
         if rec.status == "ok":
-            self.measured.append(time.monotonic() - started - phases.get(SweepPhase.GOLDEN, 0.0))
+            self.measured.append(clock.elapsed() - rec.phases.get(SweepPhase.GOLDEN, 0.0))
         return rec
 
-    def _drive(self, spec: ConnectionSpec, cell: Cell, measurement):
+    def _prepare(self, cell: Cell, tiers: TierSession, clock: "PhaseClock", rec: CellRecord,
+                 noise: dict[str, Any]):
+        """From nothing to a configured sandbox of the cell (not started)."""
+        clock.enter(SweepPhase.PREPARE)
+        golden_mod.discard_cell_sandbox(self.sandbox_name)  # an earlier, interrupted attempt
+        clear_cell_dirs(tiers, self.sandbox_name)
+        tiers.open_cell(list(cell.tiers_used))  # md: this cell's own array over the named devices
+        bins = self._bins(cell)
+        key = golden_mod.key_for(self.spec, cell, bins)
+        if not golden_mod.is_present(key):
+            clock.enter(SweepPhase.GOLDEN)
+        rec.golden = golden_mod.ensure(key, bins, progress=lambda m: self.echo(m))
+        clock.enter(SweepPhase.CLONE)
+        datadir = cell_dir(tiers, cell.datadir_tier, self.sandbox_name) / "data"
+        rec.golden = {**rec.golden, "clone": golden_mod.clone(key, datadir)}
+        if self.opts.probe:
+            noise["probe"] = noise_mod.probe(datadir)
+        sb = golden_mod.adopt_sandbox(self.sandbox_name, key, datadir, bins)
+        clock.enter(SweepPhase.PLACE)
+        placed = place_components(sb, cell.placement, tiers, cell.settings.get("options"))
+        clock.enter(SweepPhase.CONFIGURE)
+        apply_cell_profile(sb, self.spec, cell)
+        rec.option_file = option_files_text(sb)
+        rec.tiers = {"placement": cell.placement, "placed": placed,
+                     "facts": {t: tiers.facts(t) for t in cell.tiers_used}, "datadir": _tier_facts(sb.datadir)}
+        return sb
+
+    def _measure(self, sb, cell: Cell, clock: "PhaseClock", rec: CellRecord, noise: dict[str, Any]) -> None:
+        """Start the server, wait for quiet if asked, warm up and measure; the noise of the measured window."""
+        clock.enter(SweepPhase.START)
+        sb.start()
+        server_pid = sb.running_pid()
+        roots = lambda: [os.getpid()] + ([server_pid] if server_pid else [])  # noqa: E731
+        if self.opts.wait_quiet:
+            clock.enter(SweepPhase.WAIT_QUIET)
+            noise["wait"] = noise_mod.wait_quiet(roots, self.opts.wait_quiet, self.opts.noise_threshold,
+                                                 echo=self.echo).to_dict()
+        self._point_exporter_at(sb, cell)
+        measurement = Measurement()
+        if self.exporter is not None:
+            self.exporter.set_measurement(measurement)
+        window = noise_mod.NoiseWindow(roots, self.opts.noise_threshold)
+        clock.enter(SweepPhase.WARMUP)
+        start = _measure_starts(clock, window)
+        measurement.subscribe(lambda m: start() if m.phase == "measure" else None)
+        result = self._drive(sb.connection_spec(golden_mod.TPCC_DATABASE), cell, measurement, start)
+        if window.started:
+            noise["window"] = window.end()
+        rec.result = result.to_dict()
+        if not result.complete or result.failure:
+            raise SweepError(f"the TPC-C run did not complete: {result.failure or 'incomplete'}")
+
+    def _check_and_collect(self, sb, clock: "PhaseClock", rec: CellRecord) -> None:
+        clock.enter(SweepPhase.CHECK)
+        report = run_checks(sb.connection_spec(golden_mod.TPCC_DATABASE), golden_mod.TPCC_DATABASE)
+        rec.check_ok = bool(report.ok)
+        rec.check = _as_dict(report)
+        clock.enter(SweepPhase.COLLECT)
+        self._collect(sb, rec)
+        clock.enter(SweepPhase.STOP)
+        sb.stop("clean")
+        if not rec.check_ok:
+            rec.status, rec.failure = "failed", "TPC-C consistency checks failed after the run"
+
+    def _drive(self, spec: ConnectionSpec, cell: Cell, measurement: Measurement, measuring: Callable[[], None]):
         w = self.spec.workload
         cfg = RunConfig(clients=int(cell.settings["clients"]), warmup=w.warmup, duration=w.duration, mode=w.mode,
                         interval=w.interval, warehouses=w.warehouses, database=golden_mod.TPCC_DATABASE,
@@ -471,7 +456,7 @@ class Runner:
         if w.driver == "builtin":
             return tpcc_driver.run(spec, cfg, measurement=measurement)
 
-        return adapters.get(w.driver).run(spec, cfg)
+        return adapters.get(w.driver).run(spec, cfg, on_measuring=lambda seconds: measuring())
 
     def _bins(self, cell: Cell) -> ServerBinaries:
         return self.binaries[cell.settings.get("server")]
@@ -519,35 +504,47 @@ class Runner:
                 self.echo(f"warning: {problem}")
 
 
-def _more_blocks_text(undecided, per_block: float) -> str:
-    """What the current spread says it would take to decide the rest."""
-    if any(v.ratio.more_blocks is None for v in undecided):
-        return "at the current spread some comparisons need more than 50 more blocks (see the noise per run)"
-    more = max((v.ratio.more_blocks for v in undecided), default=0)
-    return f"the current spread suggests ~{more} more blocks (about {format_duration(more * per_block)})"
+class PhaseClock:
+    """The phases of one cell: seconds spent in each, and a callback at every change (progress, exporter)."""
+
+    def __init__(self, on_change: Callable[[SweepPhase], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._on_change = on_change
+        self.started = self._t = clock()
+        self.phase: SweepPhase | None = None
+        self.seconds: dict[SweepPhase, float] = {}
+
+    def elapsed(self) -> float:
+        return self._clock() - self.started
+
+    def _book(self) -> None:
+        now = self._clock()
+        if self.phase is not None:
+            self.seconds[self.phase] = round(self.seconds.get(self.phase, 0.0) + now - self._t, 3)
+        self._t = now
+
+    def enter(self, phase: SweepPhase) -> None:
+        self._book()
+        self.phase = phase
+        self._on_change(phase)
+
+    def close(self) -> dict[SweepPhase, float]:
+        self._book()
+        self.phase = None
+        return dict(self.seconds)
 
 
-class _PhaseTicker(threading.Thread):
-    """Reports warmup -> measure when the driver's Measurement switches phase."""
+def _measure_starts(clock: PhaseClock, window: noise_mod.NoiseWindow) -> Callable[[], None]:
+    """Warm-up -> measure, once: opens the noise window.  The built-in driver's Measurement tells its listeners
+    as each report interval closes (so the window spans the measured phase from its first interval's end); an
+    external tool's adapter calls it when its measured phase starts."""
 
-    def __init__(self, measurement, on_phase: Callable[[SweepPhase], None], warmup: float) -> None:
-        super().__init__(daemon=True, name="innotier-sweep-phase")
-        self.m = measurement
-        self.on_phase = on_phase
-        self._stop_evt = threading.Event()
+    def start() -> None:
+        if clock.phase == SweepPhase.WARMUP:
+            window.begin()
+            clock.enter(SweepPhase.MEASURE)
 
-    def run(self) -> None:
-        seen = SweepPhase.WARMUP
-        while not self._stop_evt.wait(0.5):
-            p = {"measure": SweepPhase.MEASURE, "warmup": SweepPhase.WARMUP}.get(getattr(self.m, "phase", seen))
-            if p and p != seen:
-                seen = p
-                self.on_phase(p)
-
-    def stop(self) -> None:
-        self._stop_evt.set()
-        if self.is_alive() and threading.current_thread() is not self:
-            self.join(timeout=2)
+    return start
 
 
 def _install_db(plan: Plan) -> str | None:
@@ -559,10 +556,6 @@ def _as_dict(obj: Any) -> dict[str, Any]:
         return obj.to_dict()
 
     return to_jsonable(obj) if not isinstance(obj, dict) else obj
-
-
-def _facts_for_path(path: str) -> dict[str, Any]:
-    return _tier_facts(path)
 
 
 def option_files_text(sb) -> str:

@@ -25,7 +25,6 @@ spellings of one setting (``16k`` and ``16384``) make the same cell.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -66,7 +65,7 @@ TIER_KINDS = ("home", "path", "tmpfs", "ramfs", "zram", "md")
 DRIVERS = ("builtin", "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc")
 TOP_KEYS = ("name", "description", "server", "workload", "repeats", "stop", "seed", "tiers", "profile", "fixed",
             "axes", "exclude", "order", "golden_load_buffer_pool", "regime")
-STOP_KEYS = ("budget", "min_blocks", "max_blocks", "equivalence", "half_width", "alpha")
+STOP_KEYS = ("budget", "min_blocks", "max_blocks", "equivalence", "alpha")
 REGIME_KEYS = ("seed_source", "seed_data", "seed_buffer_pool", "note")
 ORDERS = ("blocks", "interleave", "sequential")
 WORKLOAD_KEYS = ("driver", "mode", "warehouses", "warmup", "duration", "interval", "tool_path")
@@ -128,13 +127,20 @@ class StopRule:
     budget: float = 1800.0
     min_blocks: int = 3
     max_blocks: int = 10
-    equivalence: float = 0.03  # an interval inside +/-3% of 1.0 decides "no difference that matters"
-    half_width: float = 0.05  # or a relative half-width below 5%
-    alpha: float = 0.05  # false-decision rate over all looks
+    equivalence: float = 0.05  # the margin: an interval inside +/-5% of 1.0 decides "equivalent"
+    alpha: float = 0.05  # chance of any false "differs" over all comparisons and looks
 
     def target(self, adaptive: bool = True) -> Target:
-        return Target(equivalence=self.equivalence, half_width=self.half_width, alpha=self.alpha,
-                      min_blocks=self.min_blocks, max_blocks=self.max_blocks, adaptive=adaptive)
+        return Target(equivalence=self.equivalence, alpha=self.alpha, min_blocks=self.min_blocks,
+                      max_blocks=self.max_blocks, adaptive=adaptive)
+
+    def fixed_part(self) -> dict[str, Any]:
+        """What is fixed at the first start of a run (everything but the time budget)."""
+        return {k: v for k, v in self.__dict__.items() if k != "budget"}
+
+    def changes_from(self, stored: dict[str, Any]) -> list[str]:
+        """'max_blocks 6 -> 8' for each part of the fixed rule that differs from the stored one."""
+        return [f"{k} {stored[k]} -> {v}" for k, v in self.fixed_part().items() if k in stored and stored[k] != v]
 
 
 @dataclass(frozen=True)
@@ -186,7 +192,8 @@ class SweepSpec:
             "profile": self.profile, "fixed": self.fixed, "axes": self.axes, "exclude": self.exclude,
             "order": self.order, "seed": self.seed,
         } | ({"repeats": "auto"} if self.adaptive else {})
-        # the stop rule is left out on purpose: a larger budget resumes the same run with more blocks
+        # the stop rule is left out on purpose: a larger budget resumes the same run with more blocks;
+        # the rest of the rule is fixed at the first start (the runner refuses a changed one)
 
     @property
     def order_seed(self) -> int:
@@ -200,10 +207,11 @@ class SweepSpec:
     def target(self) -> Target:
         return self.stop.target(adaptive=self.adaptive)
 
-    def design(self) -> dict[str, Any]:
+    def design(self, target: Target | None = None) -> dict[str, Any]:
+        """The design stored with the run at its first start; ``target`` carries the family size."""
         return {"order": self.order, "seed": self.order_seed, "adaptive": self.adaptive,
                 "blocks_planned": self.repeats, "stop": self.stop.__dict__ if self.adaptive else None,
-                "target": self.target().to_dict(),
+                "target": (target or self.target()).to_dict(),
                 "regime": None if self.regime is None else {**self.regime.__dict__, "seed_ratio": self.regime.seed_ratio}}
 
     @property
@@ -295,6 +303,9 @@ def parse_spec(doc: Any, source: str = "<spec>") -> SweepSpec:
     if order not in ORDERS:
         raise SweepError(f"order: {order!r} is unknown; use blocks (each repeat runs every cell in a random order), "
                          "interleave (the same order every repeat) or sequential")
+    if adaptive and order != "blocks":
+        raise SweepError(f"order: {order} cannot go with repeats: auto: the stop rule compares cells within blocks, "
+                         "which needs a fresh random order per block; use order: blocks or a fixed number of repeats")
     profile = doc.get("profile")
     return SweepSpec(name=name, description=str(doc.get("description") or "").strip(),
                      flavor=str(flavor).lower() if flavor else None,
@@ -320,7 +331,6 @@ def _stop(d: Any, adaptive: bool) -> StopRule:
         raise SweepError(f"stop.max_blocks {hi} is below stop.min_blocks {lo}; raise max_blocks")
     return StopRule(budget=budget, min_blocks=lo, max_blocks=hi,
                     equivalence=_fraction(d.get("equivalence", StopRule.equivalence), "stop.equivalence"),
-                    half_width=_fraction(d.get("half_width", StopRule.half_width), "stop.half_width"),
                     alpha=_fraction(d.get("alpha", StopRule.alpha), "stop.alpha"))
 
 
@@ -605,13 +615,6 @@ def _option_value(v: Any) -> str:
     if isinstance(v, bool):
         return "ON" if v else "OFF"
     return str(v)
-
-
-def spec_copy(spec: SweepSpec, **changes: Any) -> SweepSpec:
-    new = copy.deepcopy(spec)
-    for k, v in changes.items():
-        setattr(new, k, v)
-    return new
 
 
 def config_label(varying: dict[str, Any]) -> str:

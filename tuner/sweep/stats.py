@@ -7,52 +7,34 @@ analysed on the log scale (throughput is a rate: effects are multiplicative and 
 negative bound).
 
 - ``paired_ratio``: the paired t interval of the mean log-ratio over blocks, exponentiated
-  ("tmpfs / disk = 1.62x [1.41, 1.86]"), its p-value, and a percentile bootstrap over blocks as a
-  second opinion that does not assume normal log-ratios.
+  ("tmpfs / disk = 1.62x [1.41, 1.86]"); ``ratio_from`` turns any log-scale estimate and its standard
+  error (the two-way model's, tuner/sweep/model.py) into the same kind of answer.
 - ``log_summarize``: a cell's geometric mean with a t interval computed on the logs (never negative).
 - ``compare`` / ``welch``: the *unpaired* Welch test, kept to show what ignoring the blocks costs.
-- Decisions (``Target``): a comparison is decided when its interval excludes 1.0 ("differs"), lies
-  within +/-3% of it ("equivalent"), or its half-width is below 5% ("precise").
-- Adaptive stopping looks at the data after every block, and looking repeatedly inflates the chance of
-  a false "differs".  ``look_alpha`` therefore spends a smaller per-look alpha, calibrated by simulation
-  so that the chance of *any* false decision across all looks of the schedule is the nominal alpha
-  (a Pocock-type constant boundary, Jennison & Turnbull, "Group Sequential Methods", ch. 2 and 9:
-  repeated confidence intervals).  Intervals of an adaptive run are these repeated intervals: valid
-  whenever the run stops.  With a fixed number of repeats there is one look at the nominal level.
-- ``blocks_needed``: from the current spread of the log-ratios, how many blocks would decide.
+- Decisions (``Target``): a comparison is decided when its interval excludes 1.0 ("differs") or lies
+  inside the equivalence margin (default +/-5%, "equivalent").  A narrow interval that holds 1.0 and
+  crosses the margin decides nothing.
+- The intervals are those of the planned schedule (tuner/sweep/sequential.py): error spent over the
+  looks (O'Brien-Fleming type) and split over the spec's planned comparisons, so the chance of any
+  false "differs" over all of them and all looks is at most alpha.  With a fixed number of repeats
+  there is one look, still split over the comparisons.
+- Undecided comparisons say how many more blocks would give 80% power (tuner/sweep/sample_size.py).
 
-Student t and the normal come from SciPy; the bootstrap and simulations use NumPy.
+Student t and the normal come from SciPy; simulations use NumPy.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Sequence
+
+from tuner.sweep import sequential
+from tuner.sweep.numlib import np, sps
+from tuner.sweep.sample_size import BlocksNeeded, blocks_needed
 
 ALPHA = 0.05
-
-
-class _OnFirstUse:
-    """A module imported on first attribute access."""
-
-    def __init__(self, load: Callable[[], Any]) -> None:
-        self._load = load
-        self._mod: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._mod is None:
-            self._mod = self._load()
-        return getattr(self._mod, name)
-
-
-# deferred: NumPy and SciPy cost about 1 s of CPU at every `innotier` start (bench/cli_startup.py: median CPU
-# 1244 ms with them imported here against 268 ms without), and every CLI module reaches this one through
-# the spec (Target); they load when a statistic is first computed.
-np = _OnFirstUse(lambda: importlib.import_module("numpy"))
-sps = _OnFirstUse(lambda: importlib.import_module("scipy.stats"))
 
 
 # ---------------------------------------------------------------------------
@@ -91,11 +73,6 @@ class Summary:
     @property
     def half_width(self) -> float | None:
         return None if self.ci_high is None else (self.ci_high - self.mean)
-
-    @property
-    def rel_half_width(self) -> float | None:
-        hw = self.half_width
-        return None if hw is None or not self.mean else hw / abs(self.mean)
 
     def format(self, digits: int = 0) -> str:
         if self.half_width is None:
@@ -218,73 +195,76 @@ def compare(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> Com
 
 @dataclass(frozen=True)
 class Target:
-    """When a comparison counts as decided, and the schedule of looks of an adaptive run."""
+    """When a comparison counts as decided, the planned looks, and the family the error is shared by."""
 
-    equivalence: float = 0.03  # interval inside [1/1.03, 1.03]: "no difference that matters"
-    half_width: float = 0.05  # or the interval's relative half-width below 5%
-    alpha: float = ALPHA
+    equivalence: float = 0.05  # the margin: an interval inside [1/1.05, 1.05] decides "equivalent"
+    alpha: float = ALPHA  # chance of any false "differs" over every comparison and every look
     min_blocks: int = 3  # first look (a t interval from 2 blocks has 1 degree of freedom: useless)
     max_blocks: int = 10  # last look; the time budget may stop earlier
-    adaptive: bool = True  # False: one look at the end (fixed repeats), at the nominal level
+    adaptive: bool = True  # False: one look at the end (fixed repeats)
+    comparisons: int = 1  # the planned comparisons (known at plan time): each gets alpha / comparisons
 
     @property
     def looks(self) -> int:
         return max(1, self.max_blocks - self.min_blocks + 1) if self.adaptive else 1
 
-    def level(self) -> float:
-        """Confidence of each look's interval (the repeated-interval level of an adaptive run)."""
-        return 1.0 - (look_alpha(self.alpha, self.min_blocks, self.max_blocks) if self.adaptive else self.alpha)
+    @property
+    def alpha_each(self) -> float:
+        return self.alpha / max(self.comparisons, 1)
+
+    def critical(self, n: int, df_per_block: int = 1) -> float:
+        """Critical |t| for an interval from ``n`` blocks (a look of the schedule, or the one fixed look)."""
+        if not self.adaptive:
+            return sequential.fixed_critical(self.alpha_each, max(n - 1, 1) * df_per_block)
+        lo, hi = self.min_blocks, max(self.max_blocks, self.min_blocks)
+        if n < lo:  # before the first look: that look's error at this many blocks
+            spent = sequential.obf_spent(lo / hi, self.alpha_each)
+            return sequential.fixed_critical(spent, max(n - 1, 1) * df_per_block)
+        return sequential.boundary(self.alpha_each, lo, hi, df_per_block)[min(n, hi) - lo]
+
+    def family_text(self) -> str:
+        """The one sentence the report states about its error rate."""
+        looks = f" and up to {self.looks} looks (O'Brien-Fleming-type error spending)" if self.adaptive else ""
+        return (f"The chance of any false \"differs\" over all {self.comparisons} planned comparison"
+                f"{'s' if self.comparisons != 1 else ''}{looks} is at most {self.alpha * 100:.0f}% "
+                f"(each comparison gets {self.alpha_each * 100:.2g}%) for the analysis used; choosing between the "
+                "two-way model and the paired fallback on the same data adds a little to it "
+                "(docs/sweep-statistics.md).")
 
     def to_dict(self) -> dict:
-        return {"equivalence": self.equivalence, "half_width": self.half_width, "alpha": self.alpha,
-                "min_blocks": self.min_blocks, "max_blocks": self.max_blocks, "adaptive": self.adaptive,
-                "per_look_confidence": self.level()}
-
-
-def min_p_under_null(min_blocks: int, max_blocks: int, sims: int = 40000, seed: int = 17) -> np.ndarray:
-    """The smallest two-sided paired-t p-value over looks min_blocks..max_blocks, per simulated run
-    with no effect (normal log-ratios; the t statistic does not depend on their spread)."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((sims, max_blocks))
-    n = np.arange(1, max_blocks + 1)
-    csum = np.cumsum(x, axis=1)
-    csq = np.cumsum(x * x, axis=1)
-    looks = np.arange(min_blocks, max_blocks + 1)
-    idx = looks - 1
-    mean = csum[:, idx] / n[idx]
-    var = (csq[:, idx] - n[idx] * mean ** 2) / (n[idx] - 1)
-    t = mean / np.sqrt(var / n[idx])
-    p = 2.0 * sps.t.sf(np.abs(t), looks - 1)
-    return p.min(axis=1)
-
-
-@functools.lru_cache(maxsize=64)
-def look_alpha(alpha: float, min_blocks: int, max_blocks: int) -> float:
-    """Per-look alpha such that P(any look rejects | no effect) = alpha over looks min..max blocks."""
-    if max_blocks <= min_blocks:
-        return alpha
-    return float(np.quantile(min_p_under_null(min_blocks, max_blocks), alpha))
+        return {"equivalence": self.equivalence, "alpha": self.alpha, "min_blocks": self.min_blocks,
+                "max_blocks": self.max_blocks, "adaptive": self.adaptive, "comparisons": self.comparisons}
 
 
 @dataclass(frozen=True)
 class PairedRatio:
-    """num / den from per-block pairs: the ratio, its interval, and whether that decides the question."""
+    """num / den over blocks: the ratio, its interval under the schedule, and whether that decides the question."""
 
-    n: int  # blocks with both cells
+    n: int  # blocks used
     ratio: float
     low: float | None
     high: float | None
-    p_value: float | None
-    sd_log: float | None  # sd of the per-block log-ratios
-    level: float  # confidence of [low, high]
-    status: str  # differs | equivalent | precise | undecided | unknown
-    more_blocks: int | None  # blocks more that the current spread suggests would decide (None: many)
-    boot_low: float | None = None  # percentile bootstrap over blocks, same level
-    boot_high: float | None = None
+    sd_log: float | None  # spread of the comparison per block (log scale): se * sqrt(n)
+    df: int | None  # degrees of freedom of that spread
+    status: str  # differs | equivalent | undecided | unknown
+    method: str = "paired"  # paired | two-way model
+    margin: float = 0.05
+    target: Target | None = None  # the schedule the interval came from (for the blocks-needed estimate)
+    df_per_block: int = 1
+
+    @functools.cached_property
+    def needed(self) -> BlocksNeeded | None:
+        """Total blocks for 80% power (undecided comparisons only; computed when first asked)."""
+        if self.status != "undecided" or self.target is None or self.sd_log is None:
+            return None
+        t, per = self.target, self.df_per_block
+        cap = t.max_blocks if t.adaptive else 50
+        return blocks_needed(math.log(self.ratio), self.sd_log, self.df, lambda k: t.critical(k, per), per,
+                             self.n + 1, cap, t.equivalence)
 
     @property
     def decided(self) -> bool:
-        return self.status in ("differs", "equivalent", "precise")
+        return self.status in ("differs", "equivalent")
 
     def interval(self) -> str:
         if self.low is None:
@@ -295,20 +275,17 @@ class PairedRatio:
         if self.status == "unknown":
             return "undecided (needs at least 2 blocks)"
         if self.status == "equivalent":
-            return "decided: equivalent (within ±3%)"
-        if self.status == "precise":
-            bound = max(1.0 - self.low, self.high - 1.0) * 100
-            return f"decided: no difference shown, any is under {bound:.0f}%"
-        if self.decided:
-            return "decided"
-        if self.more_blocks is None:
-            return "undecided (more than 50 more blocks at this spread)"
-        return f"undecided, ~{self.more_blocks} more blocks"
+            return f"decided: equivalent (within ±{self.margin * 100:.0f}%)"
+        if self.status == "differs":
+            return "decided: differs"
+        if self.needed is None:
+            return "undecided"
+        return f"undecided, {self.needed.more_text(self.n)} (80% power)"
 
     def to_dict(self) -> dict:
-        return {"n": self.n, "ratio": self.ratio, "low": self.low, "high": self.high, "p_value": self.p_value,
-                "sd_log": self.sd_log, "level": self.level, "status": self.status, "decided": self.decided,
-                "more_blocks": self.more_blocks, "bootstrap_low": self.boot_low, "bootstrap_high": self.boot_high,
+        return {"n": self.n, "ratio": self.ratio, "low": self.low, "high": self.high, "sd_log": self.sd_log,
+                "df": self.df, "status": self.status, "decided": self.decided, "method": self.method,
+                "margin": self.margin, "blocks_needed": self.needed.to_dict() if self.needed else None,
                 "text": f"{self.interval()}, {self.state()}"}
 
 
@@ -317,35 +294,31 @@ def _r(x: float) -> str:
     return f"{x:.2f}" if 0.1 <= x < 100 else f"{x:.2g}"
 
 
-def _status(mean: float, half: float, target: Target) -> str:
+def status_of(mean: float, half: float, margin: float) -> str:
     lo, hi = mean - half, mean + half
-    eq = math.log1p(target.equivalence)
     if lo > 0.0 or hi < 0.0:
         return "differs"
+    eq = math.log1p(margin)
     if lo >= -eq and hi <= eq:
         return "equivalent"
-    if math.expm1(half) < target.half_width:
-        return "precise"
     return "undecided"
 
 
-def blocks_needed(mean_log: float, sd_log: float, target: Target, level: float | None = None,
-                  limit: int = 50) -> int | None:
-    """Total blocks at which, with this mean and spread of log-ratios, the interval would decide."""
-    level = target.level() if level is None else level
-    q = 1.0 - (1.0 - level) / 2.0
-    for m in range(max(2, target.min_blocks if target.adaptive else 2), limit + 1):
-        half = t_ppf(q, m - 1) * sd_log / math.sqrt(m)
-        if _status(mean_log, half, target) != "undecided":
-            return m
-    return None
+def ratio_from(mean: float, se: float, n: int, df: int, df_per_block: int, target: Target,
+               method: str) -> PairedRatio:
+    """A log-scale estimate and its standard error as a ratio with the schedule's interval and verdict."""
+    crit = target.critical(n, df_per_block)
+    half = crit * se
+    status = status_of(mean, half, target.equivalence)
+    if target.adaptive and n < target.min_blocks:
+        status = "undecided"  # not a planned look
+    return PairedRatio(n, math.exp(mean), math.exp(mean - half), math.exp(mean + half), se * math.sqrt(n), df, status,
+                       method, target.equivalence, target, df_per_block)
 
 
-def paired_ratio(num: Sequence[float], den: Sequence[float], target: Target | None = None,
-                 level: float | None = None, boot: int = 4000, seed: int = 0) -> PairedRatio:
+def paired_ratio(num: Sequence[float], den: Sequence[float], target: Target | None = None) -> PairedRatio:
     """Paired analysis of num / den over blocks (``num[i]`` and ``den[i]`` come from block i)."""
     target = target or Target(adaptive=False)
-    level = target.level() if level is None else level
     a, b = np.asarray(num, float), np.asarray(den, float)
     if a.shape != b.shape:
         raise ValueError("paired samples need one value of each cell per block")
@@ -357,21 +330,6 @@ def paired_ratio(num: Sequence[float], den: Sequence[float], target: Target | No
         raise ValueError("no blocks to compare")
     m = float(d.mean())
     if n < 2:
-        return PairedRatio(n, math.exp(m), None, None, None, None, level, "unknown", None)
+        return PairedRatio(n, math.exp(m), None, None, None, None, "unknown", "paired", target.equivalence)
     sd = float(d.std(ddof=1))
-    q = 1.0 - (1.0 - level) / 2.0
-    half = t_ppf(q, n - 1) * sd / math.sqrt(n)
-    p = 1.0 if sd == 0.0 and m == 0.0 else (0.0 if sd == 0.0 else float(2.0 * sps.t.sf(abs(m) / (sd / math.sqrt(n)), n - 1)))
-    status = _status(m, half, target)
-    more = None
-    if status == "undecided":
-        need = blocks_needed(m, sd, target, level)
-        more = None if need is None else max(1, need - n)
-    elif status != "undecided":
-        more = 0
-    blo = bhi = None
-    if n >= 3 and boot:
-        rng = np.random.default_rng(seed)
-        means = d[rng.integers(0, n, size=(boot, n))].mean(axis=1)
-        blo, bhi = (math.exp(float(x)) for x in np.quantile(means, [1.0 - q, q]))
-    return PairedRatio(n, math.exp(m), math.exp(m - half), math.exp(m + half), p, sd, level, status, more, blo, bhi)
+    return ratio_from(m, sd / math.sqrt(n), n, n - 1, 1, target, "paired")

@@ -16,7 +16,8 @@ import stat
 from pathlib import Path
 
 from datadir_mover.move import components
-from datadir_mover.move.copy import REDO_CHECKPOINTS, REDO_FORMATS, walk
+from datadir_mover.move.copy import walk
+from datadir_mover.move.copy.redo import REDO_CHECKPOINTS, REDO_FORMATS
 from datadir_mover.move.journal import Journal
 from datadir_mover.move.plan import Plan
 from datadir_mover.move.stepbase import MoveHalted, model_stub

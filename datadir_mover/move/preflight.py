@@ -9,6 +9,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import stat
 from dataclasses import dataclass
 
 from tuner.core.sandbox import SandboxState

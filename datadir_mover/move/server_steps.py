@@ -13,7 +13,7 @@ from datadir_mover.move import atstop, fingerprint, preflush, sample, since_star
 from datadir_mover.move.benign import Evidence
 from datadir_mover.move.journal import crash_point
 from datadir_mover.move.stepbase import MoveHalted
-from datadir_mover.move.stepdata import PrecopyData, ShutdownData
+from datadir_mover.move.stepdata import PrecopyData
 
 
 LOCK_WAIT_S = 5  # the commit block waits at most this long for a lock (FTWRL queues behind a long query)

@@ -8,7 +8,6 @@ the session's real tmpfs (read-back of memory); the live parts move a clone of t
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 import pytest

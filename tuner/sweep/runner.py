@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tuner import __version__
+from tuner.core.probe import read_meminfo
 from tuner.core.units import format_duration
 from tuner.core.errors import InnotierError, SweepError
 from tuner.core.paths import innotier_home
@@ -602,13 +603,7 @@ def environment(plan: Plan) -> dict[str, Any]:
             return None
 
     u = os.uname()
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    mem = read_meminfo().get("MemTotal")
     return {
         "innotier": __version__, "python": platform.python_version(), "kernel": f"{u.sysname} {u.release}",
         "kernel_version": u.version, "machine": u.machine, "hostname": u.nodename, "cpus": os.cpu_count(),

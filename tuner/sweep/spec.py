@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,8 +35,9 @@ from typing import Any
 from tuner.core.errors import SweepError, UsageError
 from tuner.core.server import COMPONENTS
 from tuner.core.servers import distributions
-from tuner.core.units import PAGE_SIZES, format_size, parse_page_size, parse_size
+from tuner.core.units import PAGE_SIZES, format_size, parse_duration, parse_page_size, parse_size
 from tuner.sweep.stats import Target
+from tuner.tpcc import adapters
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 
@@ -62,7 +62,6 @@ SHORT = {"placement": "", "page_size": "ps", "clients": "c", "flush_method": "fl
          "flush_log_at_trx_commit": "flatc", "io_capacity": "ioc"}
 
 TIER_KINDS = ("home", "path", "tmpfs", "ramfs", "zram", "md")
-DRIVERS = ("builtin", "hammerdb", "tpcc-mysql", "sysbench-tpcc", "go-tpc")
 TOP_KEYS = ("name", "description", "server", "workload", "repeats", "stop", "seed", "tiers", "profile", "fixed",
             "axes", "exclude", "order", "golden_load_buffer_pool", "regime")
 STOP_KEYS = ("budget", "min_blocks", "max_blocks", "equivalence", "alpha")
@@ -336,13 +335,7 @@ def _stop(d: Any, adaptive: bool) -> StopRule:
 
 def parse_stop_budget(text: Any, what: str = "--budget") -> float:
     """A time budget: 900 (seconds), 900s, 15m, 1.5h."""
-    if isinstance(text, str):
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(h|min|m|s)?\s*", text.lower())
-        if not m:
-            raise SweepError(f"{what} {text!r} is not a duration; write it like 900, 15m or 1.5h")
-        value = float(m.group(1)) * {"h": 3600, "min": 60, "m": 60, "s": 1, None: 1}[m.group(2)]
-    else:
-        value = _number(text, what, 1)
+    value = _seconds(text, what, 0)
     if value < 1:
         raise SweepError(f"{what} {text!r} is too short; give at least one second")
     return value
@@ -381,15 +374,21 @@ def _unknown(d: dict, allowed: tuple[str, ...], what: str) -> None:
             raise SweepError(f"unknown {what} {k!r}; valid: {', '.join(allowed)}")
 
 
+def _seconds(v: Any, what: str, minimum: float = 0.0) -> float:
+    """A duration in the one grammar (``tuner.core.units.parse_duration``: 500ms, 30, 30s, 5m, 1.5h)."""
+    try:
+        seconds = parse_duration(v, what)
+    except UsageError as exc:
+        raise SweepError(str(exc)) from None
+    return _number(seconds, what, minimum)
+
+
 def _number(v: Any, what: str, minimum: float = 0.0, integer: bool = False) -> float:
     if isinstance(v, str):
-        s = v.strip().lower()
-        mult = 60 if s.endswith("m") and not integer else 1
-        s = s.rstrip("ms") if not integer else s
         try:
-            v = float(s) * mult
+            v = float(v.strip())
         except ValueError:
-            raise SweepError(f"{what} {v!r} is not a number; write it like 30 (seconds)") from None
+            raise SweepError(f"{what} {v!r} is not a number") from None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SweepError(f"{what} {v!r} is not a number")
     if v < minimum or (integer and int(v) != v):
@@ -403,16 +402,16 @@ def _workload(d: Any) -> Workload:
         raise SweepError("workload: must be a mapping like {warehouses: 2, warmup: 10, duration: 60}")
     _unknown(d, WORKLOAD_KEYS, "key under workload:")
     driver = str(d.get("driver", "builtin"))
-    if driver not in DRIVERS:
-        raise SweepError(f"workload.driver {driver!r} is unknown; use one of {', '.join(DRIVERS)}")
+    if driver not in adapters.drivers():
+        raise SweepError(f"workload.driver {driver!r} is unknown; use one of {', '.join(adapters.drivers())}")
     mode = str(d.get("mode", "procedures"))
     if mode not in ("procedures", "statements"):
         raise SweepError(f"workload.mode {mode!r} is unknown; use procedures or statements")
     return Workload(driver=driver, mode=mode,
                     warehouses=int(_number(d.get("warehouses", 1), "workload.warehouses", 1, integer=True)),
-                    warmup=_number(d.get("warmup", 10), "workload.warmup", 0),
-                    duration=_number(d.get("duration", 60), "workload.duration", 1),
-                    interval=_number(d.get("interval", 10), "workload.interval", 1),
+                    warmup=_seconds(d.get("warmup", 10), "workload.warmup", 0),
+                    duration=_seconds(d.get("duration", 60), "workload.duration", 1),
+                    interval=_seconds(d.get("interval", 10), "workload.interval", 1),
                     tool_path=d.get("tool_path"))
 
 

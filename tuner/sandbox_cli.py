@@ -9,9 +9,12 @@ from tuner.core.cliutil import parse_key_values, print_json, print_table
 from tuner.core.errors import UsageError
 from tuner.core.units import page_size_label
 from profiles.apply import apply_profile_to_sandbox, load_profile_for_sandbox
+from datadir_mover.move.executor import close_moves_of_sandbox
 
 
 def register(sub) -> None:
+    # `sandbox destroy` closes the moves of the sandbox (the mover's closer; commands import only their own module)
+    sbx.on_destroy(close_moves_of_sandbox)
     p = sub.add_parser("sandbox", help="private server instances for tests and sweeps")
     s = p.add_subparsers(dest="sandbox_cmd", metavar="SUBCOMMAND")
     s.required = True

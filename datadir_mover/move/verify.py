@@ -83,20 +83,6 @@ def block_writes(conn) -> str:
         cur.close()
 
 
-def lock_and_checksum(spec: ConnectionSpec):
-    """(connection blocking commits, checksums).  Keep the connection open until the server stops."""
-    conn = spec.with_database(None).connect()
-    block_writes(conn)
-    return conn, table_checksums(conn)
-
-
-def lock_and_sample(spec: ConnectionSpec):
-    """(connection blocking commits, sample digests).  Keep the connection open until the server stops."""
-    conn = spec.with_database(None).connect()
-    block_writes(conn)
-    return conn, sample.take(conn).digests
-
-
 def checksums_now(spec: ConnectionSpec) -> dict[str, int | None]:
     conn = spec.with_database(None).connect()
     try:

@@ -17,11 +17,11 @@ from datadir_mover.move.copy.file import FileCopy, copy_file
 from datadir_mover.move.copy.manifest import CopyStats, FileRecord, Manifest, allocated_bytes, logical_bytes, walk
 from datadir_mover.move.copy.pages import TABLESPACE_NAME, stale_pages
 from datadir_mover.move.copy.redo import REDO_NAME, SERVER_MAPPED_NAME, redo_stale_blocks
-from datadir_mover.move.copy.tree import (RACY_MARGIN_NS, copy_tree, recheck_sources, reverify_targets,
+from datadir_mover.move.copy.tree import (RACY_MARGIN_NS, copy_tree, recheck_sources,
                                           verify_tree)
 
 __all__ = ["BLOCK", "CHUNK", "PIECE", "WORKERS", "StaleBlocks", "combine", "digest_file", "file_blocks",
            "on_memory_fs", "pieces", "FileCopy", "copy_file", "CopyStats", "FileRecord", "Manifest",
            "allocated_bytes", "logical_bytes", "walk", "TABLESPACE_NAME", "stale_pages", "REDO_NAME",
            "SERVER_MAPPED_NAME", "redo_stale_blocks", "RACY_MARGIN_NS", "copy_tree", "recheck_sources",
-           "reverify_targets", "verify_tree"]
+           "verify_tree"]

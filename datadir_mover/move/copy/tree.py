@@ -270,11 +270,3 @@ def recheck_sources(manifest: Manifest) -> list[str]:
         if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (rec.size, rec.mtime_ns, rec.ctime_ns, rec.ino):
             changed.append(rec.rel)
     return changed
-
-
-def reverify_targets(manifest: Manifest) -> None:
-    """Re-read every target file and compare with its source digest (VERIFY after a crash or a resume)."""
-    for rec in manifest.records.values():
-        if rec.kind == "file":
-            rec.verified = False
-    verify_tree(manifest)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from tuner.core.probe import read_mounts
+from sqlhelpers import execute
 from waiting import wait_for
 
 GOLDEN = "golden-mv"
@@ -160,16 +161,7 @@ def short_workload(spec, seconds: float = 3.0) -> int:
     return sum(per_op.get("commit", 0) for per_op in result.counts.values())
 
 
-def sql(spec, *statements):
-    """Run ``statements`` on one connection of ``spec``; the last one's rows (None when it returns none)."""
-    conn = spec.connect()
-    try:
-        cur = conn.cursor()
-        for s in statements:
-            cur.execute(s)
-        return cur.fetchall() if cur.with_rows else None
-    finally:
-        conn.close()
+sql = execute  # the one SQL helper (tests/sqlhelpers.py)
 
 
 class PendingCommit:

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-import mvhelpers
 
 from tuner.core.errors import WorkloadError
 from sqlhelpers import execute
@@ -15,9 +14,6 @@ from tuner.tpcc.check import run_checks
 
 COPY = "tpcc_corrupt"
 PLANTED: dict[str, int] = {}  # the new_order row the fixture deleted
-
-
-execute = mvhelpers.sql
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,12 @@ import os
 import pytest
 
 from tuner.core.errors import ServerError, WorkloadError
+from sqlhelpers import execute
 
 
 def _rows(spec) -> int:
-    conn = spec.with_database(None).connect()
-    try:
-        cur = conn.cursor()
-        cur.execute("SELECT COUNT(*) FROM mvh.t")
-        return int(cur.fetchone()[0])
-    finally:
-        conn.close()
+    [(n,)] = execute(spec.with_database(None), "SELECT COUNT(*) FROM mvh.t")
+    return int(n)
 
 
 @pytest.mark.root

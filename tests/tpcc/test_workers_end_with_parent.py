@@ -13,6 +13,7 @@ import pytest
 
 from tuner.core.sandbox import proc_state
 from waiting import wait_for
+from sqlhelpers import execute
 
 REPO = Path(__file__).resolve().parents[2]
 WORKERS = 2
@@ -38,13 +39,9 @@ def _alive(pid: int) -> bool:
 
 def _run_connections(spec) -> int:
     """Connections to the run's database other than this one."""
-    conn = spec.with_database(None).connect()
-    try:
-        cur = conn.cursor()
-        cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = 'tpcc' AND ID <> CONNECTION_ID()")
-        return int(cur.fetchone()[0])
-    finally:
-        conn.close()
+    [(n,)] = execute(spec.with_database(None),
+                     "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = 'tpcc' AND ID <> CONNECTION_ID()")
+    return int(n)
 
 
 def _start_run(tmp_path) -> subprocess.Popen:

@@ -47,9 +47,10 @@ CONFINED_PROFILE = """# innotier lab: a confining profile for Debian's MariaDB, 
   /sys/devices/system/node/ r,
   /sys/devices/system/node/** r,
   /sys/kernel/mm/transparent_hugepage/* r,
-  # block device limits (InnoDB sizes its O_DIRECT I/O to the device's physical block size); the lab's
-  # first boot showed these two as DENIED without them
+  # block devices (InnoDB maps its files' device through /sys/block/*/dev and sizes O_DIRECT I/O to the
+  # device's physical block size); the lab's host-mode boots showed these as DENIED without them
   /sys/block/ r,
+  /sys/devices/**/block/*/dev r,
   /sys/devices/**/queue/* r,
   @{PROC}/@{pid}/** r,
   @{PROC}/sys/** r,

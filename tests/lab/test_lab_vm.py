@@ -34,9 +34,11 @@ from datadir_mover.lab import vm
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.root]
 GROUPS = ("test_in_guest_devices.py", "test_in_guest_moves.py", "test_in_guest_sweep.py")
-# INNOTIER_LAB_GROUPS=moves,sweep runs only those groups (while working on one); CI runs them all
+HOST_GROUP = "test_in_host_mode.py"   # its own boot: systemd as PID 1 (host mode)
+# INNOTIER_LAB_GROUPS=moves,sweep (or host) runs only those groups (while working on one); CI runs them all
 _WANTED = [g for g in os.environ.get("INNOTIER_LAB_GROUPS", "").split(",") if g]
 SELECTED = tuple(g for g in GROUPS if not _WANTED or g[len("test_in_guest_"):-3] in _WANTED)
+HOST_SELECTED = not _WANTED or "host" in _WANTED
 # passed on to the guest: LAB_SWEEP_LEVELS=0,5,10 runs fewer cells of the raid-level sweep
 GUEST_ENV = tuple((k, os.environ[k]) for k in ("LAB_SWEEP_LEVELS",) if k in os.environ)
 PMEM = (1 << 30, 256 << 20)
@@ -125,3 +127,13 @@ def test_devices_moves_and_sweep_in_one_vm_boot(lab_image_built, tmp_path):
     if keep:
         shutil.copytree(recorded, keep, dirs_exist_ok=True)
 
+
+@pytest.mark.timeout(1500)
+def test_host_mode_moves_the_system_server_under_enforced_apparmor(lab_image_built, tmp_path):
+    """One boot with systemd as PID 1: boot time (qemu start to the command, mariadb.service up) is recorded."""
+    if not HOST_SELECTED:
+        pytest.skip("INNOTIER_LAB_GROUPS does not select host")
+    _, suite = run_groups(lab_image_built, (HOST_GROUP,), tmp_path / "lab", timeout=1200, pmem=(1 << 30,),
+                          disks=(), init="systemd")
+    _assert_all_passed(suite, at_least=4)
+    assert set(group_seconds(suite)) == {HOST_GROUP[:-3]}

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from datadir_mover.lab import host
 from datadir_mover.lab import image as lab_image
 from datadir_mover.lab import vm
 from tuner.core.cliutil import print_json
@@ -31,6 +32,9 @@ def register(sub) -> None:
 
     b = s.add_parser("build", help="build the lab image once (cached by content under innotier's cache)")
     b.add_argument("--force", action="store_true", help="rebuild even when the cache has this image")
+    b.add_argument("--init", choices=host.INITS, default="lab",
+                   help="systemd: an image that also boots like a real server (systemd, AppArmor enforcing, "
+                        "mariadb.service); it serves the fast init too")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_build)
 
@@ -47,6 +51,9 @@ def register(sub) -> None:
         r.add_argument("--source", metavar="DIR", default=str(CHECKOUT),
                        help="innotier checkout shared read-only at /mnt/src and run from there (default: this one)")
         r.add_argument("--keep", action="store_true", help="keep the run's disks and NVDIMM files")
+        r.add_argument("--init", choices=host.INITS, default="lab",
+                       help="lab: the fast init (default); systemd: host mode, COMMAND runs as a unit once "
+                            "mariadb.service is up, AppArmor enforcing (needs `lab build --init systemd`)")
         if name == "run":
             r.add_argument("--json", action="store_true", help="print the result as JSON (output in output.log)")
             r.add_argument("command", nargs="+", metavar="-- COMMAND", help="command to run inside the guest")
@@ -62,7 +69,7 @@ def _progress(quiet: bool = False):
 
 
 def cmd_build(args) -> int:
-    img = lab_image.build(lab_image.default_spec(CHECKOUT), force=args.force, progress=_progress())
+    img = lab_image.build(lab_image.default_spec(CHECKOUT, host=args.init == "systemd"), CHECKOUT, force=args.force, progress=_progress())
     if args.json:
         print_json(img)
     else:
@@ -78,18 +85,25 @@ def _spec_from_args(args, command: tuple[str, ...], interactive: bool) -> vm.VmS
     pmem = () if args.no_pmem else tuple(vm.parse_pmem(p) for p in (args.pmem or ["2G"]))
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive, in seconds, like 900")
+    if interactive and args.init == "systemd":
+        raise UsageError("`lab shell --init systemd` is not offered; use `innotier lab run --init systemd -- CMD`")
     return vm.VmSpec(command=command, pmem=pmem, disks=vm.parse_disks(args.disks),
                      memory=parse_size(args.memory, "--memory"), timeout=args.timeout, source=source,
-                     interactive=interactive)
+                     interactive=interactive, init=args.init)
 
 
-def _image() -> lab_image.Image:
-    spec = lab_image.default_spec(CHECKOUT)
-    img = lab_image.find_image(spec)
-    if img is None:
-        raise LabError(f"the lab image {spec.key()} is not built on this machine; run `innotier lab build` first "
-                       "(about 3-4 minutes, once)")
-    return img
+def _image(init: str = "lab") -> lab_image.Image:
+    """The cached image for this checkout; the host-mode image serves the fast init too."""
+    plain, host_spec = lab_image.default_spec(CHECKOUT), lab_image.default_spec(CHECKOUT, host=True)
+    img = lab_image.find_image(host_spec) or (lab_image.find_image(plain) if init == "lab" else None)
+    if img is not None:
+        return img
+    if init == "systemd" and lab_image.find_image(plain):
+        raise LabError(f"the cached lab image {plain.key()} has no systemd host mode; run `innotier lab build "
+                       "--init systemd` first (a second image, about 3-4 minutes, once)")
+    flag = " --init systemd" if init == "systemd" else ""
+    raise LabError(f"the lab image {(host_spec if flag else plain).key()} is not built on this machine; run "
+                   f"`innotier lab build{flag}` first (about 3-4 minutes, once)")
 
 
 def _run_dir() -> Path:
@@ -102,7 +116,7 @@ def cmd_run(args) -> int:
     run_dir = _run_dir()
     echo = None if args.json else (lambda line: print(line, flush=True))
     try:
-        result = vm.run(spec, _image(), run_dir, echo=echo, progress=_progress())
+        result = vm.run(spec, _image(spec.init), run_dir, echo=echo, progress=_progress())
     finally:
         if not args.keep:
             vm.cleanup(run_dir)

@@ -12,6 +12,7 @@ from tuner.core.cliutil import add_connection_args, connection_from_args, print_
 from tuner.core.errors import InnotierError, MoveError, UsageError
 from tuner.core.server import COMPONENTS
 from datadir_mover.move.plan import MoveRequest
+from datadir_mover.move import control
 from datadir_mover.move import plan as planmod
 from tuner.core.durable import write_json_atomic
 from datadir_mover.move.executor import MAX_WRITE_BLOCK_S, Executor, status_of  # also registers the sandbox-destroy closer
@@ -142,8 +143,16 @@ def _confirm(question: str, yes: bool) -> None:
         raise MoveError("not confirmed; nothing was changed")
 
 
+def _connection(args):
+    """The server --sandbox/--socket/--host/--defaults-file name; with none of them, the system server's socket."""
+    named = any(getattr(args, a, None) for a in ("sandbox", "socket", "host", "port", "defaults_file"))
+    if not named and (sock := control.system_socket()):
+        args.socket = sock
+    return connection_from_args(args)
+
+
 def cmd_plan(args) -> int:
-    spec = connection_from_args(args)
+    spec = _connection(args)
     plan = planmod.build(_request(args), spec)
     if args.save:
         write_json_atomic(args.save, plan.to_dict(), mode=0o600)
@@ -175,7 +184,7 @@ def cmd_apply(args) -> int:
     if args.plan:
         plan = _load_saved(args.plan)
     else:
-        plan = planmod.build(_request(args), connection_from_args(args))
+        plan = planmod.build(_request(args), _connection(args))
     if not args.json:
         sys.stdout.write(planmod.render(plan))
         sys.stdout.flush()

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from datadir_mover.lab import host as host_mode
 from datadir_mover.lab.image import Image
 from tuner.core.errors import LabError, UsageError
 from tuner.core.units import parse_size
@@ -51,7 +52,9 @@ SNAPSHOT_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc"
 GUEST_MODULES = ("nfit", "nd_pmem", "nd_btt", "dax_pmem", "device_dax", "md_mod", "raid0", "raid1", "raid456",
                  "raid10", "loop", "xfs", "zram")
 
-GUEST_INIT = r"""#!/bin/sh
+# The guest's init for one run, written by the host for each run: PID 1 under the fast init; under systemd
+# (host mode) the ExecStart of innotier-lab.service, which runs after mariadb.service is up.
+FAST_PREAMBLE = r"""#!/bin/sh
 # innotier lab: the guest's init for one run (PID 1).  Written by the host for each run.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 mount -t proc proc /proc
@@ -60,7 +63,16 @@ mount -o remount,rw /
 mount -t tmpfs -o mode=0755 tmpfs /run
 # /tmp stays on the root image: sandboxes and their clones do not fit in a RAM-sized tmpfs
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=loose,ro src /mnt/src
+# a host-mode image carries a confining mariadbd profile for its systemd boots; this init loads no AppArmor
+# policy (no securityfs), so the run's overlay gets Debian's profile back as shipped (empty: not confined)
+P=/etc/apparmor.d/usr.sbin.mariadbd
+[ -f "$P.debian" ] && cp "$P.debian" "$P"
+"""
+SYSTEMD_PREAMBLE = r"""#!/bin/sh
+# innotier lab (host mode): the run's command as innotier-lab.service, systemd is PID 1.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
+"""
+RUN_BODY = r"""mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=loose,ro src /mnt/src
 hostname lab
 ip link set lo up
 for m in @MODULES@; do modprobe -q "$m"; done
@@ -80,8 +92,16 @@ else
 fi
 echo "@DONE@$(cat /mnt/lab/out/rc)"
 sync
-busybox poweroff -f
 """
+FAST_END = "busybox poweroff -f\n"
+# a real shutdown (the server stops cleanly); the target directly: `systemctl poweroff` asks logind over
+# D-Bus first, which a minimal image does not run
+SYSTEMD_END = "systemctl --no-block start poweroff.target\n"
+
+def guest_init(init: str) -> str:
+    text = (FAST_PREAMBLE + RUN_BODY + FAST_END) if init == "lab" else (SYSTEMD_PREAMBLE + RUN_BODY + SYSTEMD_END)
+    return text.replace("@MODULES@", " ".join(GUEST_MODULES)).replace("@READY@", READY_MARK) \
+        .replace("@DONE@", DONE_MARK)
 
 
 @dataclass(frozen=True)
@@ -95,6 +115,7 @@ class VmSpec:
     source: Path = Path(".")                    # the checkout; a snapshot of it is shared read-only at /mnt/src
     env: tuple[tuple[str, str], ...] = ()
     interactive: bool = False
+    init: str = "lab"                           # "systemd": host mode (the image must be built with it)
 
 
 @dataclass
@@ -157,7 +178,7 @@ def qemu_argv(spec: VmSpec, image: Image, run_dir: Path, accel: str) -> list[str
             # nowatchdog, no RCU stall reports: under TCG on a loaded host the vCPU threads are not always
             # scheduled, which the guest's lockup detectors report as soft lockups (an artefact, not a fault)
             "-append", "console=ttyS0 root=/dev/vda rw quiet loglevel=4 panic=-1 8250.nr_uarts=1 nowatchdog "
-                       "rcupdate.rcu_cpu_stall_suppress=1",
+                       "rcupdate.rcu_cpu_stall_suppress=1" + (f" {host_mode.CMDLINE}" if spec.init == "systemd" else ""),
             "-drive", f"file={run_dir / 'root.qcow2'},if=virtio,format=qcow2,cache=unsafe"]
     if accel == "kvm":
         argv += ["-accel", "kvm", "-cpu", "host"]
@@ -189,8 +210,7 @@ def prepare(spec: VmSpec, image: Image, run_dir: Path) -> None:
     share = run_dir / "share"
     (share / "out").mkdir(parents=True, exist_ok=True)
     init = share / "init"
-    init.write_text(GUEST_INIT.replace("@MODULES@", " ".join(GUEST_MODULES)).replace("@READY@", READY_MARK)
-                    .replace("@DONE@", DONE_MARK))
+    init.write_text(guest_init(spec.init))
     init.chmod(0o755)
     env = {"INNOTIER_IN_LAB": "1", "PYTHONPATH": "/mnt/src", "PYTHONDONTWRITEBYTECODE": "1",
            "LAB_OUT": "/mnt/lab/out", "INNOTIER_HOME": "/root/innotier", **({"LAB_INTERACTIVE": "1"} if spec.interactive else {}), **dict(spec.env)}
@@ -217,6 +237,9 @@ def run(spec: VmSpec, image: Image, run_dir: Path, *, echo: Callable[[str], None
     """Boot, run spec.command, power off; the result carries the command's exit code and output."""
     if shutil.which("qemu-system-x86_64") is None:
         raise LabError("qemu-system-x86_64 is not installed; run scripts/bootstrap.sh (apt-get install qemu-system-x86)")
+    if spec.init == "systemd" and not image.host:
+        raise LabError(f"the lab image {image.key} has no systemd host mode; run `innotier lab build --init systemd` "
+                       "and boot that image")
     accel, why = choose_accelerator()
     prepare(spec, image, run_dir)
     argv = qemu_argv(spec, image, run_dir, accel)

@@ -33,6 +33,20 @@ UNITS = {Flavor.MARIADB: ("mariadb.service", "mysql.service"),
          Flavor.PERCONA: ("mysql.service", "mysqld.service")}
 
 
+# where packaged servers put their socket (Debian/Ubuntu, older Debian, RHEL/Fedora)
+SYSTEM_SOCKETS = ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/var/lib/mysql/mysql.sock")
+
+
+def system_socket(root: str = "/") -> str | None:
+    """The distro server's socket when one is there: `move plan/apply` without --sandbox/--socket/--host
+    moves the system server, as a DBA expects on the server's own host."""
+    for rel in SYSTEM_SOCKETS:
+        p = Path(root, rel.lstrip("/"))
+        if p.is_socket():
+            return str(p)
+    return None
+
+
 def systemd_is_pid1(proc_root: str = "/proc") -> bool:
     try:
         return Path(proc_root, "1", "comm").read_text().strip() == "systemd"
@@ -146,6 +160,9 @@ class SystemdControl:
         t0 = time.monotonic()
         r = self._systemctl("start", self.unit)
         if r.returncode != 0:
+            # a unit that failed to start is "failed", which state() reports as crashed; the server never came
+            # up, so reset it to inactive: the rollback then starts it on the old files (the raise reports it)
+            self._systemctl("reset-failed", self.unit)
             raise MoveError(f"`systemctl start {self.unit}` failed: {r.stderr.strip()}; check `journalctl -u {self.unit}`")
         return time.monotonic() - t0
 
@@ -167,6 +184,15 @@ class SystemdControl:
 
     def connection_spec(self) -> ConnectionSpec:
         return self.spec
+
+
+def by_hand(control, comp, source: str, target: str) -> str:
+    """One line: the commands a DBA runs where innotier cannot drive the server (no systemd as PID 1, not root)."""
+    copy = (f"copy {comp.what} from {source} to {target} with `cp -a`, owner mysql:mysql, mode 0750; "
+            if comp.copies_files else f"mkdir -m 0750 {target}, owner mysql:mysql; ")
+    return (f"run by hand: {control.stop_hint()}; {copy}write `[mysqld]` `{comp.variable}={target}` to "
+            f"{control.placement_file()}; if the server is confined by AppArmor add `{target}/ r,` and "
+            f"`{target}/** rwk,` to its local include and reload it; {control.start_hint()}")
 
 
 def control_for(model: ServerModel, spec: ConnectionSpec, service: str | None = None, etc_root: str = "/"):

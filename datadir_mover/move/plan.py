@@ -23,7 +23,7 @@ from tuner.core.units import human_size
 from datadir_mover import apparmor, selinux
 from datadir_mover.move import components, placement, preflight, sample
 from datadir_mover.move import verify as verify_mod
-from datadir_mover.move.control import SandboxControl, SystemdControl, control_for, server_user
+from datadir_mover.move.control import SandboxControl, SystemdControl, by_hand, control_for, server_user
 from datadir_mover.move.copy import (REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes,
                                      walk)
 from datadir_mover.move.copy.blocks import data_extents  # the copy's own reading of the data regions
@@ -241,8 +241,7 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     control = control_for(model, spec, request.service, request.etc_root)
     ok, why = control.can_drive()
     if not ok:
-        raise MoveError(f"{why}; do it by hand: {control.stop_hint()}, copy the files, write "
-                        f"{control.placement_file()}, {control.start_hint()} (`innotier move plan` prints each step)")
+        raise MoveError(f"{why}; {by_hand(control, comp, source, target)}")
     state = control.state()
     preflight.check_server_state(state, not request.no_shutdown, control.describe(), control.stop_hint())
     server_key = _server_key(model)

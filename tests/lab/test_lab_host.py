@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import lzma
 import os
 import re
@@ -9,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from datadir_mover.lab import host as host_mode
 from datadir_mover.lab import image as lab_image
 from datadir_mover.lab import vm
-from tuner.core.errors import UsageError
+from tuner.core.errors import LabError, UsageError
 
 
 def _image(tmp_path: Path) -> lab_image.Image:
@@ -95,3 +97,70 @@ def test_run_refuses_bad_input_with_one_line_and_boots_nothing(cli, tmp_path):
     proc = cli("lab", "run", "--source", str(tmp_path), "--", "true", env={"INNOTIER_HOME": str(tmp_path)})
     assert proc.returncode == 2 and "not an innotier checkout" in proc.stderr
     assert not (tmp_path / "lab").exists()
+
+
+# ---- host mode (--init systemd) ------------------------------------------------------------------
+
+def _cache_with(tmp_path: Path, spec: lab_image.ImageSpec) -> Path:
+    """An INNOTIER_CACHE holding an image record for ``spec``, in the format `lab build` writes (image.json)."""
+    cache = tmp_path / "cache"
+    directory = cache / "lab" / spec.key()
+    directory.mkdir(parents=True)
+    img = lab_image.Image(directory=directory, key=spec.key(), kernel_release="6.1.0-test", host=spec.host)
+    (directory / "image.json").write_text(json.dumps({k: v for k, v in img.to_dict().items() if k != "directory"}))
+    return cache
+
+
+def test_init_systemd_on_a_cached_image_without_host_mode_is_one_line_and_boots_nothing(cli, tmp_path):
+    repo = Path(__file__).resolve().parents[2]
+    cache = _cache_with(tmp_path, lab_image.default_spec(repo))
+    env = {"INNOTIER_HOME": str(tmp_path / "home"), "INNOTIER_CACHE": str(cache)}
+    proc = cli("lab", "run", "--init", "systemd", "--", "true", env=env)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == LabError.exit_code and len(lines) == 1, proc.stderr
+    assert "has no systemd host mode" in lines[0] and "innotier lab build --init systemd" in lines[0]
+    assert not (tmp_path / "home" / "lab").exists()
+    proc = cli("lab", "run", "--init", "systemd", "--", "true",
+               env={**env, "INNOTIER_CACHE": str(tmp_path / "empty")})
+    assert proc.returncode == LabError.exit_code and "lab build --init systemd" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_vm_refuses_host_mode_on_an_image_built_without_it(tmp_path):
+    spec = vm.VmSpec(command=("true",), init="systemd", source=tmp_path)
+    with pytest.raises(LabError, match="no systemd host mode"):
+        vm.run(spec, _image(tmp_path), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_host_mode_kernel_command_line_initramfs_and_run_script(tmp_path):
+    plain = lab_image.ImageSpec(requirements=("rich>=13",), loader="1")
+    host = lab_image.ImageSpec(requirements=("rich>=13",), loader="1", host=True)
+    assert plain.key() != host.key()
+    assert plain.initramfs_init() == lab_image.INITRAMFS_INIT       # the fast image is unchanged
+    assert "lab.init=systemd" in host.initramfs_init() and "/lib/systemd/systemd" in host.initramfs_init()
+    spec = vm.VmSpec(command=("true",), init="systemd", source=tmp_path)
+    append = vm.qemu_argv(spec, _image(tmp_path), tmp_path / "run", "tcg")
+    append = append[append.index("-append") + 1]
+    assert "lab.init=systemd" in append and "apparmor=1" in append
+    fast = vm.guest_init("lab")
+    unit = vm.guest_init("systemd")
+    assert "mount -t proc" in fast and fast.rstrip().endswith("poweroff -f")
+    assert 'cp "$P.debian" "$P"' in fast and "$P.debian" not in unit   # the fast init runs Debian's empty profile
+    assert "mount -t proc" not in unit and unit.rstrip().endswith("systemctl --no-block start poweroff.target")
+    assert "After=mariadb.service" in host_mode.UNIT_TEXT and "ExecStart=/bin/sh /mnt/lab/init" in host_mode.UNIT_TEXT
+
+
+def test_host_image_configuration_confines_mariadbd_and_keeps_debians_empty_profile(tmp_path):
+    root = tmp_path / "rootfs"
+    (root / "etc/apparmor.d").mkdir(parents=True)
+    (root / "etc/systemd/system").mkdir(parents=True)
+    (root / "etc/apparmor.d/usr.sbin.mariadbd").write_text("# disabled by default\n")
+    host_mode.configure(root)
+    profile = (root / "etc/apparmor.d/usr.sbin.mariadbd").read_text()
+    assert "/usr/sbin/mariadbd " in profile and "/var/lib/mysql/** rwk," in profile
+    assert "#include <local/usr.sbin.mariadbd>" in profile
+    assert (root / "etc/apparmor.d/usr.sbin.mariadbd.debian").read_text() == "# disabled by default\n"
+    wants = root / "etc/systemd/system/multi-user.target.wants"
+    assert os.readlink(wants / "mariadb.service") == "/lib/systemd/system/mariadb.service"
+    assert os.readlink(root / "etc/systemd/system/serial-getty@ttyS0.service") == "/dev/null"

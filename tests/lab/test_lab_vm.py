@@ -9,10 +9,10 @@ module of tests/lab/guest/ in one pytest session, in this order:
   for RAID 0/1/5/6/10 with stride, destroy and undo, a degraded RAID 5 and its recovery;
 - moves: the datadir onto DAX ext4 (SIGKILL mid-copy, resume) and redo onto RAID 10 (SIGKILL mid-copy,
   rollback, move), TPC-C W=1 run + check after each, `persist` on the DAX tier, `tiers bench`, lint;
-- sweep: the shipped raid-level sweep, scaled down, one array per cell, with its report.
+- sweep: the shipped raid-level sweep, scaled down to RAID 5 and 10, one array per cell, with its report.
 
-One boot instead of one per group saves a boot and lets the sweep reuse the golden datadir the moves
-loaded.  This side asserts on the exit code and the JUnit XML (every in-guest test ran and passed, none
+One boot instead of one per group saves the boots; the W=1 golden datadir the moves and the sweep clone
+is in the image (loaded natively at build time), and the sweep runs two RAID levels (5 and 10).  This side asserts on the exit code and the JUnit XML (every in-guest test ran and passed, none
 skipped) and prints the image build, boot and per-group times with the load average: figures for the CI
 budget, never assertions (emulated devices, TCG).
 """
@@ -34,9 +34,11 @@ from datadir_mover.lab import vm
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.root]
 GROUPS = ("test_in_guest_devices.py", "test_in_guest_moves.py", "test_in_guest_sweep.py")
-# INNOTIER_LAB_GROUPS=moves,sweep runs only those groups (while working on one); CI runs them all
-SELECTED = tuple(g for g in GROUPS if not os.environ.get("INNOTIER_LAB_GROUPS")
-                 or g[len("test_in_guest_"):-3] in os.environ["INNOTIER_LAB_GROUPS"].split(","))
+HOST_GROUP = "test_in_host_mode.py"   # its own boot: systemd as PID 1 (host mode)
+# INNOTIER_LAB_GROUPS=moves,sweep (or host) runs only those groups (while working on one); CI runs them all
+_WANTED = [g for g in os.environ.get("INNOTIER_LAB_GROUPS", "").split(",") if g]
+SELECTED = tuple(g for g in GROUPS if not _WANTED or g[len("test_in_guest_"):-3] in _WANTED)
+HOST_SELECTED = not _WANTED or "host" in _WANTED
 # passed on to the guest: LAB_SWEEP_LEVELS=0,5,10 runs fewer cells of the raid-level sweep
 GUEST_ENV = tuple((k, os.environ[k]) for k in ("LAB_SWEEP_LEVELS",) if k in os.environ)
 PMEM = (1 << 30, 256 << 20)
@@ -63,7 +65,8 @@ def lab_image_built():
     if blockers:
         pytest.skip("the lab image cannot be built here: " + "; ".join(blockers))
     t0 = time.monotonic()
-    img = lab_image.build(lab_image.default_spec(REPO), progress=lambda m: print(f"lab build: {m}", flush=True))
+    # the host-mode image: the fast groups boot it with the fast init, the host group with systemd
+    img = lab_image.build(lab_image.default_spec(REPO, host=True), REPO, progress=lambda m: print(f"lab build: {m}", flush=True))
     _record(f"lab image: {time.monotonic() - t0:.0f} s here (built in {img.build_seconds} s when made); "
             f"load average {_load()}")
     return img
@@ -87,7 +90,8 @@ def run_groups(img, groups: tuple[str, ...], run_dir: Path, timeout: float, **kw
     times = run_dir / "share" / "out" / "times.log"
     if times.exists():
         print("in-guest CLI calls (seconds):\n" + times.read_text(), flush=True)
-    _record(f"lab VM ({result.accelerator}): boot {result.boot_seconds} s, total {result.total_seconds} s; "
+    _record(f"lab VM ({result.accelerator}, init {spec.init}): boot {result.boot_seconds} s, "
+            f"total {result.total_seconds} s; "
             + ", ".join(f"{g} {s:.0f} s" for g, s in group_seconds(suite).items())
             + f"; load average {_load()}")
     assert result.exit_code == 0, f"in-guest pytest failed (exit {result.exit_code}):\n{result.output[-6000:]}"
@@ -109,6 +113,8 @@ def _assert_all_passed(suite: ET.Element, at_least: int) -> None:
 
 @pytest.mark.timeout(2400)   # the VM's own limit (1800 s) ends it first; TCG on a loaded 2-core host is slow
 def test_devices_moves_and_sweep_in_one_vm_boot(lab_image_built, tmp_path):
+    if not SELECTED:
+        pytest.skip("INNOTIER_LAB_GROUPS selects none of the fast-init groups")
     run_dir = tmp_path / "lab"
     result, suite = run_groups(lab_image_built, SELECTED, run_dir, timeout=1800, pmem=PMEM, disks=DISKS,
                                env=GUEST_ENV)
@@ -120,3 +126,14 @@ def test_devices_moves_and_sweep_in_one_vm_boot(lab_image_built, tmp_path):
     keep = os.environ.get("INNOTIER_LAB_RECORD_TO")   # how tests/fixtures/recorded/hardware-lab was made
     if keep:
         shutil.copytree(recorded, keep, dirs_exist_ok=True)
+
+
+@pytest.mark.timeout(1500)
+def test_host_mode_moves_the_system_server_under_enforced_apparmor(lab_image_built, tmp_path):
+    """One boot with systemd as PID 1: boot time (qemu start to the command, mariadb.service up) is recorded."""
+    if not HOST_SELECTED:
+        pytest.skip("INNOTIER_LAB_GROUPS does not select host")
+    _, suite = run_groups(lab_image_built, (HOST_GROUP,), tmp_path / "lab", timeout=1200, pmem=(1 << 30,),
+                          disks=(), init="systemd")
+    _assert_all_passed(suite, at_least=4)
+    assert set(group_seconds(suite)) == {HOST_GROUP[:-3]}

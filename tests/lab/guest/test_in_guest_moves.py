@@ -12,7 +12,7 @@ Lean for emulation (every byte copied and every CLI start costs seconds under TC
 - `tiers bench` on both tiers and the DCPMM-paper lint on the DAX mount.
 
 One loaded W=1 datadir serves every test: the sweep's golden copy (tuner.sweep.golden, the key the
-raid-level sweep's cells use, so test_in_guest_sweep.py finds it built), cloned with `cp -a`.
+raid-level sweep's cells use), loaded into the image when it is built and cloned here with `cp -a`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def tiers():
 def golden():
     bins = sbx.find_binaries(None)
     key = golden_mod.key_of(bins, "16k", 1)
-    golden_mod.ensure(key, bins, load_buffer_pool="256M", progress=lambda m: print(m, flush=True))
+    # loaded natively when the image was built (datadir_mover.lab.image.GOLDEN_SCRIPT): never under emulation
+    assert golden_mod.is_present(key), f"the lab image carries no golden copy {key.id}; rebuild it (lab build --force)"
     return key, bins
 
 

@@ -55,7 +55,7 @@ from tuner.tpcc import schema
 from tuner.tpcc.rand import A_C_LAST, ALPHANUMERIC, SYLLABLES, make_constants
 from tuner.tpcc.load_check import verify_load
 
-LOADER_VERSION = "1"
+LOADER_VERSION = "2"  # 2: exactly 300 BC customers a district, the Delivery skip counter table
 POOL_BYTES = 4 * 1024 * 1024  # random alphanumerics; windows of it are the a-strings
 POOL_CHUNK = 1024 * 1024  # sent in pieces: well under any max_allowed_packet
 NUMBERS = 100000  # the numbers table: 1 .. ITEMS (the largest per-statement row count)

@@ -28,9 +28,10 @@ What it does (root: it mounts a tmpfs):
 4. the proof of each pre-copied move as a plain `move apply` gets it: the detached prover that move
    starts after START at its default rate (this bench never runs the proof itself), timed from the
    start on the target to the proof passed (read from the journal, waited on with a deadline), the
-   rate it reached, and the tpmC while it ran against before the move and in ``--settle`` seconds after
-   it; the offline moves over as long a window after their start are the control for the restart
-   itself.  Each move is finalized after those windows.
+   rate it reached, and the tpmC while it ran against the ``--settle`` seconds after it (the same
+   server on the same tier; before the move it ran on the source's); the offline moves, over windows
+   as long as a proof of their files at that rate would take, are the control for the restart and
+   the new tier.  Each move is finalized after those windows.
 Prints the figures with the load average; the machine is shared, so read them as such.
 """
 
@@ -216,16 +217,19 @@ def measured_move(load: DriverLoad, sandbox: str, component: str, to: str, preco
     started_wall = journal.data("START").get("started_at", 0.0)
     r["proof"] = proof_figures(proof, started_wall, precopy)
     start, stop = r["started_mono"], r["stop_began_mono"]
-    proved = _mono(proof.finished_at) if "done_s_after_start" in r["proof"] else m1
+    # an offline move has no proof to run after its start: the same windows, as long as a proof of its files at
+    # the default rate would take, are the control (the restart, the new tier) for the pre-copied moves'
+    proved = (_mono(proof.finished_at) if "done_s_after_start" in r["proof"]
+              else start + proof.bytes_total / proofmod.RATE)
     # the minute around the stop and a window of `settle` seconds after the proof are complete
     time.sleep(max(0.0, stop + 31 - time.monotonic(), proved + settle + 1 - time.monotonic()))
     r["tpm_before"] = load.tpm(m0 - settle, m0)
     r["tpm_minute_of_move"] = load.tpm(stop - 30, stop + 30)
-    r["tpm_during_proof"] = load.tpm(start, proved) if proved > start + 1 else float("nan")
+    r["tpm_during_proof"] = load.tpm(start, proved)
     r["tpm_after_proof"] = load.tpm(proved, proved + settle)
     r["tpm_lowest_5s"] = load.lowest_5s(m0, m1 + settle)
     r["errors"] = load.errors_between(m0, m1 + settle)
-    r["load"] = load
+    r["settle"] = settle
     r["finalize"] = finalize(r)
     return r
 
@@ -270,8 +274,10 @@ def report_move(label: str, r: dict) -> None:
               f"{pr['began_s_after_start']:.2f} s and done {pr['done_s_after_start']:.1f} s after the start")
     else:
         print(f"      proof: {pr.get('status')} ({pr.get('how')})")
-    during = (f"{r['tpm_during_proof']:.0f} while the proof ran, {r['tpm_after_proof']:.0f} after it"
-              if "done_s_after_start" in pr else f"{r['tpm_after_proof']:.0f} after the move")
+    during = (f"{r['tpm_during_proof']:.0f} while the proof ran, {r['tpm_after_proof']:.0f} in {r['settle']:.0f} s "
+              f"after it" if "done_s_after_start" in pr else
+              f"{r['tpm_during_proof']:.0f} for as long as a proof at the default rate after the start, "
+              f"{r['tpm_after_proof']:.0f} in {r['settle']:.0f} s after that")
     print(f"      TPC-C: {r['tpm_before']:.0f} tpmC before the move, {during}; "
           f"{r['tpm_minute_of_move']:.0f} in the minute around the stop, "
           f"lowest 5 s {r['tpm_lowest_5s']:.0f} tpmC; {r['errors']} failed transactions; move wall time "
@@ -286,9 +292,9 @@ def _med(xs: list[float], fmt: str = ".2f", unit: str = " s") -> str:
 
 
 def report_proofs(results: dict[bool, list[dict]]) -> None:
-    """The pre-copied moves' proofs as `move apply` runs them, and the tpmC while they ran against before the
-    move and after the proof; the offline moves (no second read) over as long a window after their start are
-    the control for the restart itself (cold connections, buffer pool)."""
+    """The pre-copied moves' proofs as `move apply` runs them, and the tpmC while they ran against after them (the
+    same server on the same tier; before the move it ran on the source's tier).  The offline moves, over windows
+    as long after their start (no proof runs there), are the control for the restart and the new tier."""
     pre = [r for r in results.get(True, []) if "done_s_after_start" in (r.get("proof") or {})]
     if not pre:
         return
@@ -296,23 +302,22 @@ def report_proofs(results: dict[bool, list[dict]]) -> None:
     rates = [r["proof"]["rate_mib_s"] for r in pre]
     passed = sum(1 for r in pre if r["proof"]["status"] == "passed")
     rate = statistics.median(rates)
-    goal = PROOF_GOAL_BYTES / 2**20 / rate
+    lag = statistics.median(r["proof"]["began_s_after_start"] for r in pre)
+    goal = lag + PROOF_GOAL_BYTES / 2**20 / rate
     print(f"  proof of the pre-copied moves (detached prover, default {proofmod.RATE / 2**20:.0f} MiB/s): passed in "
           f"{passed} of {len(pre)}; start -> passed {_med(done)}; rate {_med(rates, '.0f', ' MiB/s')}; "
-          f"{pre[0]['proof']['bytes'] / 2**20:.0f} MiB")
-    print(f"  a 4.4 GiB datadir at the median rate: about {goal:.0f} s of hashing after the start "
+          f"{pre[0]['proof']['bytes'] / 2**20:.0f} MiB; the prover began {lag:.1f} s after the start (median)")
+    print(f"  a 4.4 GiB datadir at the median rate: proof passed about {goal:.0f} s after the start "
           f"(goal <= {PROOF_GOAL_S:.0f} s: {'met' if goal <= PROOF_GOAL_S else 'NOT met'})")
-    before = [r["tpm_before"] for r in pre]
-    during = [r["tpm_during_proof"] for r in pre]
-    after = [r["tpm_after_proof"] for r in pre]
-    ratio = [d / b for d, b in zip(during, before) if b == b and d == d and b > 0]
-    print(f"  tpmC of the pre-copied moves: before the move {_med(before, '.0f', '')}; while the proof ran "
-          f"{_med(during, '.0f', '')}; after the proof {_med(after, '.0f', '')}; during/before {_med(ratio, '.2f', '')}")
-    span = statistics.median(done)
-    control = [r["load"].tpm(r["started_mono"], r["started_mono"] + span) / r["tpm_before"]
-               for r in results.get(False, []) if r.get("tpm_before")]
-    print(f"  control, the offline moves (no proof to run) over their first {span:.1f} s after the start: "
-          f"tpmC / before {_med(control, '.2f', '')}")
+    ratio = [r["tpm_during_proof"] / r["tpm_after_proof"] for r in pre if r["tpm_after_proof"] > 0]
+    print(f"  tpmC of the pre-copied moves: before the move (on the source) "
+          f"{_med([r['tpm_before'] for r in pre], '.0f', '')}; while the proof ran "
+          f"{_med([r['tpm_during_proof'] for r in pre], '.0f', '')}; after it "
+          f"{_med([r['tpm_after_proof'] for r in pre], '.0f', '')}; while / after {_med(ratio, '.2f', '')}")
+    control = [r["tpm_during_proof"] / r["tpm_after_proof"] for r in results.get(False, [])
+               if r.get("tpm_after_proof", 0) > 0]
+    print(f"  control, the offline moves (no proof runs after their start), the same windows: "
+          f"while / after {_med(control, '.2f', '')}")
 
 
 def report_medians(results: dict[bool, list[dict]]) -> None:

@@ -23,8 +23,15 @@ What it does (root: it mounts a tmpfs):
    uncached, while the clone of step 1 left them all cached); per move: server unavailable (stop to
    accepting connections, from the journal) and where that time went (stop, delta copy,
    read-back, switch, start), writes blocked, the plan's estimate, bytes copied while stopped,
-   the pre-flush before the stop, and the tpmC (1-second timeline of the driver) in the
-   half-minute before vs the minute around the stop, the lowest 5-second rate, and the errors.
+   the pre-flush before the stop, the tpmC (1-second timeline of the driver) in the
+   half-minute before vs the minute around the stop, the lowest 5-second rate, and the errors;
+4. the proof of each pre-copied move as a plain `move apply` gets it: the detached prover that move
+   starts after START at its default rate (this bench never runs the proof itself), timed from the
+   start on the target to the proof passed (read from the journal, waited on with a deadline), the
+   rate it reached, and the tpmC while it ran against the ``--settle`` seconds after it (the same
+   server on the same tier; before the move it ran on the source's); the offline moves, over windows
+   as long as a proof of their files at that rate would take, are the control for the restart and
+   the new tier.  Each move is finalized after those windows.
 Prints the figures with the load average; the machine is shared, so read them as such.
 """
 
@@ -44,6 +51,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from datadir_mover.move import plan as planmod  # noqa: E402
+from datadir_mover.move import proof as proofmod  # noqa: E402
 from datadir_mover.move.copy import WORKERS, copy_tree, walk  # noqa: E402
 from datadir_mover.move.executor import Executor, MoveHalted  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
@@ -126,9 +134,17 @@ class DriverLoad:
 
 
 VERIFY = {"mode": "files"}  # --verify
+PROOF_GOAL_BYTES = int(4.4 * 2**30)  # the issue's goal: the proof of a 4.4 GiB datadir done within 2 minutes
+PROOF_GOAL_S = 120.0
+
+
+def _mono(wall: float) -> float:
+    """A wall-clock time (the journal's) on the monotonic clock the load counts on."""
+    return wall - time.time() + time.monotonic()
 
 
 def move(sandbox: str, component: str, to: str, precopy: bool) -> dict:
+    """Run a move to COMMIT as `move apply` does (its detached prover started after START at the default rate)."""
     spec = sbx.Sandbox.load(sandbox).connection_spec()
     plan = planmod.build(planmod.MoveRequest(component, to, precopy=precopy, verify=VERIFY["mode"]), spec)
     ex = Executor.create(plan)
@@ -149,31 +165,72 @@ def move(sandbox: str, component: str, to: str, precopy: bool) -> dict:
         result["halted"] = halts[0]
         result["halts"] = len(halts)
     result["wall_s"] = time.monotonic() - t0
-    proof = ex.prove()  # waits for the background prover (bounded rate) started after START
-    started = ex.journal.data("START").get("started_at", 0.0)
-    result["proof"] = {"status": proof.status, "how": proof.how, "bytes": proof.bytes_total,
-                       "done_s_after_start": round(proof.finished_at - started, 1) if started else None}
-    result["finalize"] = ex.finalize(accept_volatile=True)  # the bench's tiers are tmpfs/zram, no persistence
     result["estimate_s"] = plan.estimates["downtime_with_precopy_s" if precopy else "downtime_s"]
     result["plan_estimates"] = plan.estimates
     result["shutdown"] = ex.journal.data("SHUTDOWN")
-    # wall clock -> the monotonic clock the load counts on
-    result["stop_began_mono"] = ex.journal.data("SHUTDOWN").get("stop_began_at", time.time()) - time.time() + \
-        time.monotonic()
+    result["stop_began_mono"] = _mono(ex.journal.data("SHUTDOWN").get("stop_began_at", time.time()))
+    result["started_mono"] = _mono(ex.journal.data("START").get("started_at", time.time()))
+    result["executor"] = ex
     return result
 
 
+def wait_for_proof(journal) -> proofmod.Proof:
+    """Wait until the move's proof is no longer pending: the detached prover `move apply` started (this bench
+    never runs one itself), with a deadline of three times its time at the default rate plus a minute."""
+    proof = proofmod.Proof.load(journal)
+    deadline = time.monotonic() + 3 * proof.bytes_total / proofmod.RATE + 60
+    while proof.status == "pending":
+        if time.monotonic() > deadline:
+            log = (journal.dir / "proof.log")
+            raise RuntimeError(f"the proof of move {journal.dir.name} is still {proof.text()} past its deadline"
+                               + (f"; proof.log: {log.read_text()[-400:]}" if log.exists() else ""))
+        time.sleep(0.2)  # polling the journal's proof.json: the prover is another process
+        proof = proofmod.Proof.load(journal)
+    return proof
+
+
+def proof_figures(proof: proofmod.Proof, started: float, precopy: bool) -> dict:
+    """The proof as a user gets it: from the start of the server on the target to the proof passed."""
+    out = {"status": proof.status, "how": proof.how, "bytes": proof.bytes_total}
+    if precopy and proof.began_at:
+        hashing = max(proof.finished_at - proof.began_at, 1e-3)
+        out.update(done_s_after_start=round(proof.finished_at - started, 2),
+                   began_s_after_start=round(proof.began_at - started, 2),
+                   rate_mib_s=proof.bytes_total / hashing / 2**20)
+    return out
+
+
+def finalize(r: dict) -> dict:
+    wait_for_proof(r["executor"].journal)
+    return r.pop("executor").finalize(accept_volatile=True)  # the bench's tiers are tmpfs/zram, no persistence
+
+
 def measured_move(load: DriverLoad, sandbox: str, component: str, to: str, precopy: bool, settle: float) -> dict:
+    """A move under load; the tpmC before it, while its proof runs (start -> passed) and after the proof, then
+    its finalize (after the windows: removing the source is I/O of its own)."""
     time.sleep(settle)
     m0 = time.monotonic()
     r = move(sandbox, component, to, precopy)
     m1 = time.monotonic()
-    stop = r["stop_began_mono"]
-    time.sleep(max(settle, stop + 31 - time.monotonic()))  # the minute around the stop is complete
+    journal = r["executor"].journal
+    proof = wait_for_proof(journal)
+    started_wall = journal.data("START").get("started_at", 0.0)
+    r["proof"] = proof_figures(proof, started_wall, precopy)
+    start, stop = r["started_mono"], r["stop_began_mono"]
+    # an offline move has no proof to run after its start: the same windows, as long as a proof of its files at
+    # the default rate would take, are the control (the restart, the new tier) for the pre-copied moves'
+    proved = (_mono(proof.finished_at) if "done_s_after_start" in r["proof"]
+              else start + proof.bytes_total / proofmod.RATE)
+    # the minute around the stop and a window of `settle` seconds after the proof are complete
+    time.sleep(max(0.0, stop + 31 - time.monotonic(), proved + settle + 1 - time.monotonic()))
     r["tpm_before"] = load.tpm(m0 - settle, m0)
     r["tpm_minute_of_move"] = load.tpm(stop - 30, stop + 30)
+    r["tpm_during_proof"] = load.tpm(start, proved)
+    r["tpm_after_proof"] = load.tpm(proved, proved + settle)
     r["tpm_lowest_5s"] = load.lowest_5s(m0, m1 + settle)
     r["errors"] = load.errors_between(m0, m1 + settle)
+    r["settle"] = settle
+    r["finalize"] = finalize(r)
     return r
 
 
@@ -211,11 +268,56 @@ def report_move(label: str, r: dict) -> None:
               f"; pre-copy {len(passes)} passes: " + ", ".join(
                   f"{p['seconds']:.1f} s/{p['bytes_written'] / 2**20:.0f} MiB" for p in passes) if passes else ""))
     pr = r.get("proof") or {}
-    print(f"      proof: {pr.get('status')} ({pr.get('how')}), {pr.get('bytes', 0) / 2**20:.0f} MiB, done "
-          f"{pr.get('done_s_after_start')} s after the start")
-    print(f"      TPC-C: {r['tpm_before']:.0f} tpmC before the move, {r['tpm_minute_of_move']:.0f} in the minute "
-          f"around the stop, lowest 5 s {r['tpm_lowest_5s']:.0f} tpmC; {r['errors']} failed transactions; "
-          f"move wall time {r['wall_s']:.1f} s")
+    if "done_s_after_start" in pr:
+        print(f"      proof (the detached prover of `move apply`, default rate {proofmod.RATE / 2**20:.0f} MiB/s): "
+              f"{pr['status']}, {pr['bytes'] / 2**20:.0f} MiB hashed at {pr['rate_mib_s']:.0f} MiB/s, began "
+              f"{pr['began_s_after_start']:.2f} s and done {pr['done_s_after_start']:.1f} s after the start")
+    else:
+        print(f"      proof: {pr.get('status')} ({pr.get('how')})")
+    during = (f"{r['tpm_during_proof']:.0f} while the proof ran, {r['tpm_after_proof']:.0f} in {r['settle']:.0f} s "
+              f"after it" if "done_s_after_start" in pr else
+              f"{r['tpm_during_proof']:.0f} for as long as a proof at the default rate after the start, "
+              f"{r['tpm_after_proof']:.0f} in {r['settle']:.0f} s after that")
+    print(f"      TPC-C: {r['tpm_before']:.0f} tpmC before the move, {during}; "
+          f"{r['tpm_minute_of_move']:.0f} in the minute around the stop, "
+          f"lowest 5 s {r['tpm_lowest_5s']:.0f} tpmC; {r['errors']} failed transactions; move wall time "
+          f"{r['wall_s']:.1f} s")
+
+
+def _med(xs: list[float], fmt: str = ".2f", unit: str = " s") -> str:
+    xs = [x for x in xs if x == x]  # not NaN
+    if not xs:
+        return "n/a"
+    return f"{statistics.median(xs):{fmt}}{unit} (range {min(xs):{fmt}}-{max(xs):{fmt}}, {len(xs)})"
+
+
+def report_proofs(results: dict[bool, list[dict]]) -> None:
+    """The pre-copied moves' proofs as `move apply` runs them, and the tpmC while they ran against after them (the
+    same server on the same tier; before the move it ran on the source's tier).  The offline moves, over windows
+    as long after their start (no proof runs there), are the control for the restart and the new tier."""
+    pre = [r for r in results.get(True, []) if "done_s_after_start" in (r.get("proof") or {})]
+    if not pre:
+        return
+    done = [r["proof"]["done_s_after_start"] for r in pre]
+    rates = [r["proof"]["rate_mib_s"] for r in pre]
+    passed = sum(1 for r in pre if r["proof"]["status"] == "passed")
+    rate = statistics.median(rates)
+    lag = statistics.median(r["proof"]["began_s_after_start"] for r in pre)
+    goal = lag + PROOF_GOAL_BYTES / 2**20 / rate
+    print(f"  proof of the pre-copied moves (detached prover, default {proofmod.RATE / 2**20:.0f} MiB/s): passed in "
+          f"{passed} of {len(pre)}; start -> passed {_med(done)}; rate {_med(rates, '.0f', ' MiB/s')}; "
+          f"{pre[0]['proof']['bytes'] / 2**20:.0f} MiB; the prover began {lag:.1f} s after the start (median)")
+    print(f"  a 4.4 GiB datadir at the median rate: proof passed about {goal:.0f} s after the start "
+          f"(goal <= {PROOF_GOAL_S:.0f} s: {'met' if goal <= PROOF_GOAL_S else 'NOT met'})")
+    ratio = [r["tpm_during_proof"] / r["tpm_after_proof"] for r in pre if r["tpm_after_proof"] > 0]
+    print(f"  tpmC of the pre-copied moves: before the move (on the source) "
+          f"{_med([r['tpm_before'] for r in pre], '.0f', '')}; while the proof ran "
+          f"{_med([r['tpm_during_proof'] for r in pre], '.0f', '')}; after it "
+          f"{_med([r['tpm_after_proof'] for r in pre], '.0f', '')}; while / after {_med(ratio, '.2f', '')}")
+    control = [r["tpm_during_proof"] / r["tpm_after_proof"] for r in results.get(False, [])
+               if r.get("tpm_after_proof", 0) > 0]
+    print(f"  control, the offline moves (no proof runs after their start), the same windows: "
+          f"while / after {_med(control, '.2f', '')}")
 
 
 def report_medians(results: dict[bool, list[dict]]) -> None:
@@ -235,6 +337,7 @@ def report_medians(results: dict[bool, list[dict]]) -> None:
     if False in med and True in med:
         print(f"  pre-copy unavailability = {med[True][0] / med[False][0]:.2f} of the offline move's "
               f"(medians; writes blocked {med[True][1] / med[False][1]:.2f})", flush=True)
+    report_proofs(results)
 
 
 # ---------------------------------------------------------------------------- copy vs cp -a
@@ -431,7 +534,7 @@ def main() -> int:
                     r = measured_move(load, SANDBOX, comp, to, precopy, args.settle)
                     results[precopy].append(r)
                     report_move("with pre-copy   " if precopy else "offline copy    ", r)
-                    move(SANDBOX, comp, back, False)
+                    finalize(move(SANDBOX, comp, back, False))
             report_medians(results)
         if load.failure:
             print(f"the TPC-C driver ended with: {load.failure}")

@@ -102,3 +102,55 @@ def test_kill_mover_then_recover_on_mysql(point, action, box, cli):
     expected = target if action == "resume" else here
     assert os.path.realpath(inspect(spec).innodb_log_group_home_dir) == os.path.realpath(expected)
     _same_data(box)
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_resume_after_verify_refuses_when_mysql_ran_on_the_source(box, cli):
+    """Mover killed after VERIFY, MySQL started on the source and written to: `resume` refuses because the
+    checkpoint LSN in #innodb_redo moved (read from the #ib_redoN headers, not their stat); no write is lost."""
+    from datadir_mover.move.fingerprint import redo_checkpoint
+
+    sb, spec = box["sb"], box["spec"]
+    here = inspect(spec).innodb_log_group_home_dir
+    redo = os.path.join(here, "#innodb_redo")
+    killed = cli("move", "apply", "redo", "--sandbox", sb.name, "--to", _next_target(box, here), "--yes",
+                 env={"INNOTIER_MOVE_CRASH_AT": "VERIFY:done"})
+    assert killed.returncode == -9, killed.stderr
+    move_id = _open_move_id(sb.name)
+    at_verify = redo_checkpoint(redo)
+    assert at_verify, f"no checkpoint LSN read from {sorted(os.listdir(redo))}"
+
+    sb.start()  # the operator brings the server back where it was (SWITCH was not done) and clients write
+    assert os.path.realpath(inspect(spec).innodb_log_group_home_dir) == os.path.realpath(here)
+    conn = spec.with_database(None).connect()
+    try:
+        cur = conn.cursor()
+        for sql in ("CREATE DATABASE mvr", "CREATE TABLE mvr.t (id INT PRIMARY KEY) ENGINE=InnoDB",
+                    "INSERT INTO mvr.t VALUES (42)"):
+            cur.execute(sql)
+        conn.commit()
+    finally:
+        conn.close()
+    sb.stop("clean")
+    assert redo_checkpoint(redo) > at_verify
+
+    r = cli("move", "resume", "--id", move_id)
+    assert r.returncode != 0, r.stdout
+    refusal = r.stderr.strip().splitlines()[-1]
+    assert refusal.startswith("innotier: the source") and "changed after the copy was verified" in refusal, r.stderr
+    assert "checkpoint LSN" in refusal and "#innodb_redo" in refusal and "move rollback" in refusal, refusal
+
+    rb = cli("move", "rollback", "--id", move_id, "--yes")  # what the refusal says to do
+    assert rb.returncode == 0, rb.stderr
+    assert sb.state().value == "running"
+    assert os.path.realpath(inspect(spec).innodb_log_group_home_dir) == os.path.realpath(here)
+    conn = spec.with_database(None).connect()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT id FROM mvr.t")
+        assert cur.fetchall() == [(42,)], "the write made on the source was lost"
+        cur.execute("DROP DATABASE mvr")  # the module's reference checksums hold the TPC-C tables only
+    finally:
+        conn.close()
+    _same_data(box)

@@ -28,6 +28,14 @@ REDO_NAME = re.compile(r"(^|/)ib_logfile0$")  # MariaDB 10.8+: one circular redo
 REDO_FORMATS = (0x50687973, 0x50687973 | 1 << 31)  # "Phys" (10.8+ physical log), and encrypted
 REDO_START = 12288  # the log proper begins here; the file header at 0, checkpoint blocks at 4096 and 8192
 REDO_CHECKPOINTS = (4096, 8192)
+# MySQL 8.0.30+ (log0constants.h; checked on MySQL 9.7.4's files): ``#innodb_redo/#ib_redoN``, each with a 2 KiB
+# header of four 512-byte blocks: the file header (format at 0, big-endian; start LSN at 8; creator at 16), two
+# checkpoint blocks at 512 and 1536 with the checkpoint LSN 8 bytes into each, written alternately and only in the
+# file holding that LSN.  ``#ib_redoN_tmp`` are spares: consumed files renamed for reuse, their stale headers kept
+MYSQL_REDO_DIR = "#innodb_redo"
+MYSQL_REDO_FILE = re.compile(r"#ib_redo\d+$")
+MYSQL_REDO_FORMATS = (6,)  # Log_format::VERSION_8_0_30, still the format of 9.7
+MYSQL_REDO_CHECKPOINTS = (512 + 8, 1536 + 8)  # LOG_CHECKPOINT_1/_2 + LOG_CHECKPOINT_LSN
 # files a server may write through a shared mapping or rewrite in place at will: every redo log (MariaDB's
 # ib_logfile0, older ib_logfileN, MySQL 8.0.30+'s #innodb_redo/#ib_redoN) and the mmap'd XA coordinator log tc.log
 SERVER_MAPPED_NAME = re.compile(r"(^|/)(ib_logfile\d+|#innodb_redo/#ib_redo\d+(_tmp)?|tc\.log)$")

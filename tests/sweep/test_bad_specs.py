@@ -132,7 +132,7 @@ def test_seed_regimes_are_reproduced_at_a_loadable_size():
     from tuner.sweep.plan import DATADIR_BYTES_PER_WAREHOUSE
     from tuner.sweep.spec import load_spec
 
-    for name in ("page-size-clients", "doublewrite-flush", "moved-files", "placement-media"):
+    for name in ("page-size-clients", "page-size-16-clients", "doublewrite-flush", "moved-files", "placement-media"):
         s = load_spec(name)
         here = s.workload.warehouses * DATADIR_BYTES_PER_WAREHOUSE / parse_size(s.fixed["buffer_pool_size"])
         assert 0.8 <= here / s.regime.seed_ratio <= 1.25, (name, here, s.regime.seed_ratio)

@@ -17,7 +17,9 @@ negative bound).
 - The intervals are those of the planned schedule (tuner/sweep/sequential.py): error spent over the
   looks (O'Brien-Fleming type) and split over the spec's planned comparisons, so the chance of any
   false "differs" over all of them and all looks is at most alpha.  With a fixed number of repeats
-  there is one look, still split over the comparisons.
+  there is one look, still split over the comparisons.  Every critical value carries the factor that
+  keeps that rate over the whole procedure, the choice between the two-way model and the paired fallback
+  included (tuner/sweep/procedure.py).
 - Undecided comparisons say how many more blocks would give 80% power (tuner/sweep/sample_size.py).
 
 Student t and the normal come from SciPy; simulations use NumPy.
@@ -237,9 +239,9 @@ class Target:
     def family_text(self) -> str:
         """The one sentence the report states about its error rate."""
         looks = f" and up to {self.looks} looks (O'Brien-Fleming-type error spending)" if self.adaptive else ""
-        choice = (" including the choice between the two-way model and the paired fallback (critical values "
-                  "calibrated by simulating the whole procedure)" if self.cells else
-                  " for the analysis used")
+        choice = (", the choice between the two-way model and the paired fallback included (critical values "
+                  "calibrated by simulating the whole procedure under normal noise and two kinds of block x cell "
+                  "interaction)" if self.cells else " for the analysis used")
         return (f"The chance of any false \"differs\" over all {self.comparisons} planned comparison"
                 f"{'s' if self.comparisons != 1 else ''}{looks} is at most {self.alpha * 100:.0f}%{choice}; "
                 f"each comparison gets {self.alpha_each * 100:.2g}% (docs/sweep-statistics.md).")

@@ -198,8 +198,9 @@ def test_the_report_states_the_family_rate_the_model_check_and_renders_cleanly(t
         rep = build_report(store, "r", tmp_path / "out")
     md = rep.markdown.read_text()
     assert ("The chance of any false \"differs\" over all 3 planned comparisons and up to 4 looks (O'Brien-Fleming-"
-            "type error spending) is at most 5% (each comparison gets 1.7%) for the analysis used; choosing between "
-            "the two-way model and the paired fallback on the same data adds a little to it") in md
+            "type error spending) is at most 5%, the choice between the two-way model and the paired fallback "
+            "included (critical values calibrated by simulating the whole procedure under normal noise and two "
+            "kinds of block x cell interaction); each comparison gets 1.7%") in md
     assert "two-way block x cell model on 4 cells x 5 complete blocks (12 degrees of freedom for the error)" in md
     assert "Tukey's test for non-additivity p = " in md
     lines = md.splitlines()

@@ -25,6 +25,7 @@ rows across tiers are selected by the data, so they are labelled exploratory.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from typing import Any
 
 from tuner.sweep.model import TwoWay, fit
 from tuner.sweep.results import CellRecord
-from tuner.sweep.spec import DEFAULT_PLACEMENT, config_label, placement_label
+from tuner.sweep.spec import DEFAULT_PLACEMENT, config_label, excluded, placement_label
 from tuner.sweep.stats import (Comparison, LogSummary, PairedRatio, Target, compare, log_summarize, paired_ratio,
                                ratio_from)
 
@@ -264,21 +265,67 @@ class Planned:
         return AXIS_NAMES.get(self.axis, self.axis) + _group_text(self.g_axis, self.group)
 
 
-def planned(axes: dict[str, Any]) -> list[Planned]:
-    """Every comparison the spec asks: placement first, then the other axes in the spec's order."""
+def _cells(axes: dict[str, Any], exclude: list[dict[str, Any]], fixed: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The cells the spec runs (the axes' product less its ``exclude:`` rules), as settings, before any data."""
+    names = [(k, None) for k in axes if k != "options"] + [("options", o) for o in (axes.get("options") or {})]
+    values = [axes[k] if o is None else axes["options"][o] for k, o in names]
+    out = []
+    for combo in itertools.product(*values):
+        settings = {k: v for k, v in (fixed or {}).items() if k != "options"}
+        settings["options"] = dict((fixed or {}).get("options") or {})
+        for (k, o), v in zip(names, combo):
+            if o is None:
+                settings[k] = v
+            else:
+                settings["options"][o] = v
+        if not excluded(settings, exclude):
+            out.append(settings)
+    return out
+
+
+def _contrast(cells: list[dict[str, Any]], q: Planned, axes: dict[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The design cells (indices) of each side of ``q``, paired like with like as ``_sides`` pairs configs."""
+    rest = lambda c: _key({k: c.get(k) for k in axes if k not in (q.axis, q.g_axis)})  # noqa: E731
+    members = [i for i, c in enumerate(cells) if q.g_axis is None or _key(c.get(q.g_axis)) == _key(q.group)]
+    num = [i for i in members if _key(cells[i].get(q.axis)) == _key(q.value)]
+    den = [i for i in members if _key(cells[i].get(q.axis)) == _key(q.ref)]
+    common = {rest(cells[i]) for i in num} & {rest(cells[i]) for i in den}
+    return tuple(i for i in num if rest(cells[i]) in common), tuple(i for i in den if rest(cells[i]) in common)
+
+
+def planned(axes: dict[str, Any], exclude: list[dict[str, Any]] | None = None,
+            fixed: dict[str, Any] | None = None) -> list[Planned]:
+    """Every comparison the spec asks: placement first, then the other axes in the spec's order.
+
+    A comparison whose side the spec's ``exclude:`` removes is not asked (a 3-cell design of 2 x 2 axes asks 2)."""
+    return [q for q, contrast in _design(axes, exclude, fixed)[1]]
+
+
+def _design(axes: dict[str, Any], exclude: list[dict[str, Any]] | None,
+            fixed: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[tuple[Planned, tuple]]]:
+    """The design's cells, and each planned comparison with its contrast over them."""
+    cells = _cells(axes, exclude or [], fixed)
     out = []
     for axis, values in sorted(axes.items(), key=lambda kv: kv[0] != "placement"):
         if axis == "options" or len(values) < 2:
             continue  # several options: compared as cells in the per-tier recommendation
         g_axis = group_axis(axis, axes)
         for g in ([None] if g_axis is None else list(axes[g_axis])):
-            out += [Planned(axis, g_axis, g, v, values[0]) for v in values[1:]]
-    return out
+            for v in values[1:]:
+                q = Planned(axis, g_axis, g, v, values[0])
+                num, den = _contrast(cells, q, axes)
+                if num and den:
+                    out.append((q, (num, den)))
+    return cells, out
 
 
-def family_target(target: Target, axes: dict[str, Any]) -> Target:
-    """The target with its family: the number of planned comparisons shares the error."""
-    return dataclasses.replace(target, comparisons=max(len(planned(axes)), 1))
+def family_target(target: Target, axes: dict[str, Any], exclude: list[dict[str, Any]] | None = None,
+                  fixed: dict[str, Any] | None = None) -> Target:
+    """The target with its family: the number of planned comparisons shares the error, and the whole procedure
+    (the choice between the model and the paired fallback included) is calibrated on the design's cells."""
+    cells, asked = _design(axes, exclude, fixed)
+    return dataclasses.replace(target, comparisons=max(len(asked), 1), cells=len(cells),
+                               contrasts=tuple(c for _, c in asked))
 
 
 def _sides(q: Planned, configs: list[Config], axes: dict[str, Any]) -> tuple[list[Config], list[Config]]:
@@ -310,12 +357,13 @@ def model_fit(configs: list[Config]) -> TwoWay | None:
     return fit({c.config_key: c.by_block for c in configs if c.runs and c.checks_ok})
 
 
-def questions(configs: list[Config], axes: dict[str, Any], target: Target | None = None) -> list[Verdict]:
+def questions(configs: list[Config], axes: dict[str, Any], target: Target | None = None,
+              exclude: list[dict[str, Any]] | None = None, fixed: dict[str, Any] | None = None) -> list[Verdict]:
     """Every planned comparison, each answered (the two-way model when it holds, else paired) or said missing."""
-    target = family_target(target or Target(adaptive=False), axes)
+    target = family_target(target or Target(adaptive=False), axes, exclude, fixed)
     tw = model_fit(configs)
     out: list[Verdict] = []
-    for q in planned(axes):
+    for q in planned(axes, exclude, fixed):
         num, den = _sides(q, configs, axes)
         ok = all(c.runs and c.checks_ok for c in num + den) and num and den
         blocks = _common_blocks(num + den) if ok else []

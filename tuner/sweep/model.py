@@ -79,35 +79,72 @@ def fit(by_block: dict[str, dict[int, float]]) -> TwoWay | None:
     if len(blocks) < 2:
         return None
     y = np.log(np.array([[by_block[k][b] for k in keys] for b in blocks], float))
-    grand = y.mean()
-    row = y.mean(axis=1) - grand
-    col = y.mean(axis=0) - grand
-    resid = y - grand - row[:, None] - col[None, :]
-    df = (len(keys) - 1) * (len(blocks) - 1)
-    rss = float((resid ** 2).sum())
-    return TwoWay(keys, blocks, {k: float(grand + c) for k, c in zip(keys, col)}, math.sqrt(rss / df), df,
-                  _tukey(y, row, col, rss, df), _spread(resid))
+    f = fit_tables(y[None])
+    opt = lambda p: None if math.isnan(p) else float(p)  # noqa: E731
+    return TwoWay(keys, blocks, {k: float(c) for k, c in zip(keys, f.col_means[0])}, float(f.s[0]), f.df,
+                  opt(f.tukey_p[0]), opt(f.spread_p[0]))
 
 
-def _tukey(y, row, col, rss: float, df: int) -> float | None:
-    """p-value of Tukey's one-degree-of-freedom test for non-additivity."""
-    denom = float((row ** 2).sum() * (col ** 2).sum())
-    if df < 2 or denom <= 0.0:
-        return None
-    ss_n = float((row[:, None] * col[None, :] * y).sum()) ** 2 / denom
-    rest = rss - ss_n
-    if rest <= 0.0:
-        return 0.0
-    f = ss_n / (rest / (df - 1))
-    return float(sps.f.sf(f, 1, df - 1))
+@dataclass(frozen=True)
+class Tables:
+    """The model fitted to many block x cell tables at once (``fit``'s arithmetic; the whole-procedure
+    calibration, tuner/sweep/procedure.py, runs it on simulated tables).  NaN: the check cannot run."""
+
+    col_means: np.ndarray  # (tables, cells)
+    s: np.ndarray  # (tables,)
+    df: int
+    tukey_p: np.ndarray
+    spread_p: np.ndarray
+
+    @property
+    def holds(self) -> np.ndarray:
+        """``TwoWay.holds`` per table."""
+        spread_ok = np.isnan(self.spread_p) | (self.spread_p >= CHECK_ALPHA)
+        return ~np.isnan(self.tukey_p) & (self.tukey_p >= CHECK_ALPHA) & spread_ok
 
 
-def _spread(resid) -> float | None:
-    """p-value of the Brown-Forsythe test that every cell's residuals have one spread."""
-    if resid.shape[0] < 3:
-        return None
-    groups = [resid[:, j] for j in range(resid.shape[1])]
-    if all(float(np.ptp(g)) == 0.0 for g in groups):
-        return None
-    p = float(sps.levene(*groups, center="median").pvalue)
-    return None if math.isnan(p) else p
+def fit_tables(y: np.ndarray) -> Tables:
+    """Fit log tpmC tables ``y`` of shape (tables, blocks, cells), at least 2 of each."""
+    t, n, k = y.shape
+    grand = y.mean(axis=(1, 2), keepdims=True)
+    row = y.mean(axis=2, keepdims=True) - grand
+    col = y.mean(axis=1, keepdims=True) - grand
+    resid = y - grand - row - col
+    df = (k - 1) * (n - 1)
+    rss = (resid ** 2).sum(axis=(1, 2))
+    s = np.sqrt(rss / df)
+    return Tables((grand + col)[:, 0, :], s, df, _tukey(y, row, col, rss, df), _spread(resid))
+
+
+def _tukey(y, row, col, rss, df: int):
+    """p-values of Tukey's one-degree-of-freedom test for non-additivity (NaN: not testable)."""
+    denom = (row ** 2).sum(axis=(1, 2)) * (col ** 2).sum(axis=(1, 2))
+    out = np.full(y.shape[0], np.nan)
+    ok = denom > 0.0
+    if df < 2 or not ok.any():
+        return out
+    ss_n = (row * col * y).sum(axis=(1, 2))[ok] ** 2 / denom[ok]
+    rest = rss[ok] - ss_n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = sps.f.sf(ss_n / (rest / (df - 1)), 1, df - 1)
+    out[ok] = np.where(rest <= 0.0, 0.0, p)
+    return out
+
+
+def _spread(resid):
+    """p-values of the Brown-Forsythe test that every cell's residuals have one spread (NaN: not testable).
+    Levene's W on the absolute deviations from each cell's median, as ``scipy.stats.levene(center="median")``."""
+    t, n, k = resid.shape
+    out = np.full(t, np.nan)
+    if n < 3:
+        return out
+    z = np.abs(resid - np.median(resid, axis=1, keepdims=True))
+    zj = z.mean(axis=1)  # (t, k)
+    zbar = zj.mean(axis=1, keepdims=True)
+    between = n * ((zj - zbar) ** 2).sum(axis=1)
+    within = ((z - zj[:, None, :]) ** 2).sum(axis=(1, 2))
+    flat = np.ptp(resid, axis=1).max(axis=1) == 0.0  # every cell's residuals constant: nothing to compare
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = (n * k - k) / (k - 1) * between / within
+        p = sps.f.sf(w, k - 1, n * k - k)
+    return np.where(flat, np.nan, p)

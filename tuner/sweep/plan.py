@@ -25,7 +25,8 @@ from typing import Any
 from tuner.core.errors import InnotierError, SweepError
 from tuner.core.sandbox import ServerBinaries, binaries_for_server, find_binaries
 from tuner.core.server import Flavor, Version, has_doublewrite_files
-from tuner.sweep.spec import DEFAULT_PLACEMENT, SETTINGS, SweepSpec, TierSpec, config_label, normalize_placement
+from tuner.sweep.spec import (DEFAULT_PLACEMENT, SETTINGS, SweepSpec, TierSpec, config_label, excluded,
+                              normalize_placement)
 from tuner.core.units import format_duration, format_size, human_size, parse_page_size, parse_size
 from datadir_mover.tiers.detect import tier_for_path
 from tuner.core.paths import innotier_home
@@ -132,7 +133,7 @@ def expand(spec: SweepSpec) -> list[Cell]:
             else:
                 varying.setdefault("options", {})[o] = v
         settings = _resolve(spec, varying)
-        if _excluded(settings, spec.exclude):
+        if excluded(settings, spec.exclude):
             continue
         key = _config_key(settings)
         if key in seen:
@@ -179,20 +180,6 @@ def _resolve(spec: SweepSpec, varying: dict[str, Any]) -> dict[str, Any]:
 def _default_tier(spec: SweepSpec) -> str:
     home = [n for n, t in spec.tiers.items() if t.kind == "home"]
     return home[0] if home else next(iter(spec.tiers))
-
-
-def _excluded(settings: dict[str, Any], exclude: list[dict[str, Any]]) -> bool:
-    for rule in exclude:
-        match = True
-        for k, v in rule.items():
-            if k == "options":
-                if any((settings.get("options") or {}).get(o) != ov for o, ov in v.items()):
-                    match = False
-            elif settings.get(k) != v:
-                match = False
-        if match:
-            return True
-    return False
 
 
 # ---------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def _earlier_run(store: ResultsStore, plan: Plan) -> str | None:
 def power_plan(plan: Plan, store: ResultsStore | None, effect: float = 0.10) -> PowerPlan:
     """Blocks for 80% power to decide a ``effect`` (e.g. 0.10: 10%) difference in each planned comparison."""
     spec = plan.spec
-    target = family_target(spec.target(), spec.axes)
+    target = family_target(spec.target(), spec.axes, spec.exclude, spec.fixed)
     n_configs = len({c.config_key for c in plan.cells})
     block_seconds = cell_seconds(spec, plan.datadir_bytes) * n_configs
     block_source = "estimated from the plan"
@@ -84,7 +84,7 @@ def power_plan(plan: Plan, store: ResultsStore | None, effect: float = 0.10) -> 
         blocks = len({c.block for c in cells})
         configs = configs_from(cells, spec.axes)
         tw = model_fit(configs)
-        for v in questions(configs, spec.axes, target):
+        for v in questions(configs, spec.axes, target, spec.exclude, spec.fixed):
             if v.ratio is not None and v.ratio.sd_log is not None:
                 per_block = tw.df_per_block if v.ratio.method == "two-way model" and tw else 1
                 measured[v.name] = (v.ratio.sd_log, v.ratio.df, per_block, f"measured (run {run_id}, {blocks} blocks)")
@@ -111,7 +111,8 @@ def _comparison_names(plan: Plan) -> list[str]:
             fake.append(CellRecord(run_id="plan", cell_id=f"{c.config_key}-r{b}", idx=i, config_key=c.config_key,
                                    repeat=b, label=c.label, settings=c.settings, status="ok", started_at=0.0,
                                    finished_at=0.0, result={"tpmc": 1000.0 + i}, check_ok=True))
-    return [v.name for v in questions(configs_from(fake, plan.spec.axes), plan.spec.axes)]
+    return [v.name for v in questions(configs_from(fake, plan.spec.axes), plan.spec.axes,
+                                            exclude=plan.spec.exclude, fixed=plan.spec.fixed)]
 
 
 def print_power(pp: PowerPlan, echo=print) -> None:

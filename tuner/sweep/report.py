@@ -439,11 +439,17 @@ def scale_note(spec: dict[str, Any], cells, design: dict[str, Any] | None = None
 
 
 def target_of(info: dict[str, Any]) -> Target:
-    """The decision target stored with the run at its first start (the family from the axes when absent)."""
+    """The decision target stored with the run at its first start (the family and the whole procedure's
+    calibration from the spec when a run stored before them lacks them)."""
     t = ((info.get("design") or {}).get("target")) or {}
-    fields = {k: t[k] for k in ("equivalence", "alpha", "min_blocks", "max_blocks", "adaptive", "comparisons") if k in t}
+    fields = {k: t[k] for k in ("equivalence", "alpha", "min_blocks", "max_blocks", "adaptive", "comparisons", "cells")
+              if k in t}
+    if "contrasts" in t:
+        fields["contrasts"] = tuple((tuple(a), tuple(b)) for a, b in t["contrasts"])
     target = Target(**fields) if fields else Target(adaptive=False)
-    return target if "comparisons" in t else family_target(target, (info.get("spec") or {}).get("axes") or {})
+    spec = info.get("spec") or {}
+    return target if t.get("cells") else family_target(target, spec.get("axes") or {}, spec.get("exclude"),
+                                                      spec.get("fixed"))
 
 
 def _code(text: str) -> Markup:
@@ -467,7 +473,7 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
     for c in cells:
         for t, f in ((c.tiers or {}).get("facts") or {}).items():
             tier_facts.setdefault(t, f)
-    verdicts = questions(configs, axes, target)
+    verdicts = questions(configs, axes, target, spec.get("exclude"), spec.get("fixed"))
     findings = recommend(configs, axes, tier_facts, target, verdicts)
     tw = model_fit(configs)
     across = tier_comparison(findings, target)

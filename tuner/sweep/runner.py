@@ -174,7 +174,7 @@ class Runner:
         self.spent_before = 0.0  # seconds of cell runs recorded by earlier invocations of this run
         self.done = 0  # finished cell runs of this run (for the exporter's progress)
         self.environment = environment(plan)
-        self.target = family_target(self.spec.target(), self.spec.axes)  # the family size shares the error
+        self.target = family_target(self.spec.target(), self.spec.axes, self.spec.exclude, self.spec.fixed)  # the family size shares the error
 
     # -- top level -----------------------------------------------------------
 
@@ -277,7 +277,8 @@ class Runner:
 
     def _verdicts(self, store: ResultsStore):
         cells = [c for c in store.cells(self.plan.run_id) if c.status == "ok"]
-        return questions(configs_from(cells, self.spec.axes), self.spec.axes, self.target)
+        return questions(configs_from(cells, self.spec.axes), self.spec.axes, self.target, self.spec.exclude,
+                         self.spec.fixed)
 
     def _complete_blocks(self, store: ResultsStore) -> int:
         done = store.finished_cell_ids(self.plan.run_id)

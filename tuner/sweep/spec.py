@@ -629,3 +629,18 @@ def config_label(varying: dict[str, Any]) -> str:
         else:
             parts.append(f"{SHORT.get(k, k)}={v}")
     return " ".join(parts)
+
+
+def excluded(settings: dict[str, Any], exclude: list[dict[str, Any]]) -> bool:
+    """Whether a cell's settings match one of the spec's ``exclude:`` rules (every key of the rule)."""
+    for rule in exclude:
+        match = True
+        for k, v in rule.items():
+            if k == "options":
+                if any((settings.get("options") or {}).get(o) != ov for o, ov in v.items()):
+                    match = False
+            elif settings.get(k) != v:
+                match = False
+        if match:
+            return True
+    return False

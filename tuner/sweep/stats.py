@@ -17,7 +17,9 @@ negative bound).
 - The intervals are those of the planned schedule (tuner/sweep/sequential.py): error spent over the
   looks (O'Brien-Fleming type) and split over the spec's planned comparisons, so the chance of any
   false "differs" over all of them and all looks is at most alpha.  With a fixed number of repeats
-  there is one look, still split over the comparisons.
+  there is one look, still split over the comparisons.  Every critical value carries the factor that
+  keeps that rate over the whole procedure, the choice between the two-way model and the paired fallback
+  included (tuner/sweep/procedure.py).
 - Undecided comparisons say how many more blocks would give 80% power (tuner/sweep/sample_size.py).
 
 Student t and the normal come from SciPy; simulations use NumPy.
@@ -30,7 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from tuner.sweep import sequential
+from tuner.sweep import procedure, sequential
 from tuner.sweep.numlib import np, sps
 from tuner.sweep.sample_size import BlocksNeeded, blocks_needed
 
@@ -203,6 +205,10 @@ class Target:
     max_blocks: int = 10  # last look; the time budget may stop earlier
     adaptive: bool = True  # False: one look at the end (fixed repeats)
     comparisons: int = 1  # the planned comparisons (known at plan time): each gets alpha / comparisons
+    # the design the whole procedure is calibrated on (tuner/sweep/procedure.py): its cells and each planned
+    # comparison as (numerator cells, denominator cells); none: the schedule's critical values as they are
+    cells: int = 0
+    contrasts: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
 
     @property
     def looks(self) -> int:
@@ -213,7 +219,11 @@ class Target:
         return self.alpha / max(self.comparisons, 1)
 
     def critical(self, n: int, df_per_block: int = 1) -> float:
-        """Critical |t| for an interval from ``n`` blocks (a look of the schedule, or the one fixed look)."""
+        """Critical |t| for an interval from ``n`` blocks, calibrated over the whole procedure."""
+        return self.schedule_critical(n, df_per_block) * self.switch_factor(n)
+
+    def schedule_critical(self, n: int, df_per_block: int = 1) -> float:
+        """The schedule's critical |t| for one analysis (a look of the schedule, or the one fixed look)."""
         if not self.adaptive:
             return sequential.fixed_critical(self.alpha_each, max(n - 1, 1) * df_per_block)
         lo, hi = self.min_blocks, max(self.max_blocks, self.min_blocks)
@@ -222,18 +232,24 @@ class Target:
             return sequential.fixed_critical(spent, max(n - 1, 1) * df_per_block)
         return sequential.boundary(self.alpha_each, lo, hi, df_per_block)[min(n, hi) - lo]
 
+    def switch_factor(self, n: int) -> float:
+        """The factor (>= 1) that pays for choosing between the model and the paired fallback on the same data."""
+        return procedure.switch_factor(self, n)
+
     def family_text(self) -> str:
         """The one sentence the report states about its error rate."""
         looks = f" and up to {self.looks} looks (O'Brien-Fleming-type error spending)" if self.adaptive else ""
+        choice = (", the choice between the two-way model and the paired fallback included (critical values "
+                  "calibrated by simulating the whole procedure under normal noise and two kinds of block x cell "
+                  "interaction)" if self.cells else " for the analysis used")
         return (f"The chance of any false \"differs\" over all {self.comparisons} planned comparison"
-                f"{'s' if self.comparisons != 1 else ''}{looks} is at most {self.alpha * 100:.0f}% "
-                f"(each comparison gets {self.alpha_each * 100:.2g}%) for the analysis used; choosing between the "
-                "two-way model and the paired fallback on the same data adds a little to it "
-                "(docs/sweep-statistics.md).")
+                f"{'s' if self.comparisons != 1 else ''}{looks} is at most {self.alpha * 100:.0f}%{choice}; "
+                f"each comparison gets {self.alpha_each * 100:.2g}% (docs/sweep-statistics.md).")
 
     def to_dict(self) -> dict:
         return {"equivalence": self.equivalence, "alpha": self.alpha, "min_blocks": self.min_blocks,
-                "max_blocks": self.max_blocks, "adaptive": self.adaptive, "comparisons": self.comparisons}
+                "max_blocks": self.max_blocks, "adaptive": self.adaptive, "comparisons": self.comparisons,
+                "cells": self.cells, "contrasts": [[list(a), list(b)] for a, b in self.contrasts]}
 
 
 @dataclass(frozen=True)

@@ -82,8 +82,9 @@ def register(sub) -> None:
     ex.set_defaults(func=cmd_results_export)
 
     d = sub.add_parser("demo", help="the demo: a small sweep across this host's tiers, with metrics and a report",
-                       description="Start sandboxes, run the shipped demo sweep on the disk, a tmpfs and (as root) a "
-                                   "zram-backed ext4, serve Prometheus metrics while it runs, and write the report.")
+                       description="Start sandboxes, run the shipped demo sweep on the disk (doublewrite on and off) "
+                                   "and a tmpfs (doublewrite on), serve Prometheus metrics while it runs, and write "
+                                   "the report.")
     d.add_argument("-o", "--output", metavar="DIR", help="report directory (default $INNOTIER_HOME/reports/RUN_ID)")
     _results_arg(d)
     _metrics_args(d)
@@ -392,7 +393,7 @@ def demo_spec():
         tiers = dict(spec.tiers)
         tiers["tmpfs"] = TierSpec(name="tmpfs", kind="path", path="/dev/shm", note="not root: /dev/shm instead of a new tmpfs")
         spec = dataclasses.replace(spec, tiers=tiers)
-        notes.append("not root: using /dev/shm (a tmpfs) instead of mounting one; zram cells are skipped")
+        notes.append("not root: using /dev/shm (a tmpfs) instead of mounting one")
     return spec, notes
 
 

@@ -68,7 +68,7 @@ def test_the_issues_demo_numbers_have_positive_bounds_and_say_how_many_blocks_wo
     r = paired_ratio(tmpfs, disk)
     # two blocks give the spread 1 degree of freedom: the upper end of its range is beyond any schedule
     assert r.status == "undecided" and r.needed.low == 3 and r.needed.high is None
-    assert r.state() == "undecided, 1 to more than the schedule's 50 blocks allow (80% power)"
+    assert r.state() == "undecided, 80% power needs 1 to more than the schedule's 50 blocks allow"
     assert r.ratio == pytest.approx(math.exp((math.log(tmpfs[0] / disk[0]) + math.log(tmpfs[1] / disk[1])) / 2))
 
 

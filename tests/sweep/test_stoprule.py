@@ -38,7 +38,7 @@ def test_stops_when_every_comparison_is_decided_from_min_blocks_on():
 def test_stops_when_one_more_block_would_overrun_the_budget_and_says_what_is_open():
     r = paired_ratio([1.3, 1.1, 1.25], [1.0, 1.05, 1.0], Target(min_blocks=3, max_blocks=6))
     d = stoprule.decide(RULE, 3, 480.0, [V(False, ratio=r)])  # 160 s a block: 640 > 600
-    assert d.stop and d.reason.startswith("time budget (10 min 00 s) reached; tmpfs / disk: ")
+    assert d.stop and d.reason.startswith("time budget (10 min 00 s): one more block would overrun it; tmpfs / disk: ")
     assert not stoprule.decide(RULE, 3, 420.0, [V(False, ratio=r)]).stop  # 140 s a block: 560 fits
 
 

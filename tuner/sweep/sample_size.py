@@ -29,13 +29,15 @@ class BlocksNeeded:
     cap: int
 
     def more_text(self, have: int) -> str:
+        """How many more blocks 80% power needs, as the report's verdict says it."""
         if self.low is None:
-            return f"more blocks than the schedule's {self.cap} would not give 80% power at this spread"
+            return f"80% power would need more blocks than the schedule's {self.cap} at this spread"
         lo = max(self.low - have, 1)
         if self.high is None:
-            return f"{lo} to more than the schedule's {self.cap} blocks allow"
+            return f"80% power needs {lo} to more than the schedule's {self.cap} blocks allow"
         hi = max(self.high - have, lo)
-        return f"~{lo} more block{'s' if hi > 1 else ''}" if lo == hi else f"{lo}-{hi} more blocks"
+        more = f"~{lo} more block{'s' if hi > 1 else ''}" if lo == hi else f"{lo}-{hi} more blocks"
+        return f"{more} for 80% power"
 
     def to_dict(self) -> dict:
         return {"low": self.low, "high": self.high, "cap": self.cap, "power": POWER}

@@ -296,7 +296,7 @@ class PairedRatio:
             return "decided: differs"
         if self.needed is None:
             return "undecided"
-        return f"undecided, {self.needed.more_text(self.n)} (80% power)"
+        return f"undecided, {self.needed.more_text(self.n)}"
 
     def to_dict(self) -> dict:
         return {"n": self.n, "ratio": self.ratio, "low": self.low, "high": self.high, "sd_log": self.sd_log,

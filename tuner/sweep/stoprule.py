@@ -34,7 +34,8 @@ def decide(rule: StopRule, blocks: int, spent: float, verdicts: Sequence[Any]) -
     per_block = spent / blocks
     # the budget decides from min_blocks on: fewer blocks cannot decide anything, so they always run
     if blocks >= rule.min_blocks and spent + per_block > rule.budget:
-        return Decision(True, f"time budget ({format_duration(rule.budget)}) reached; " + more_blocks_text(undecided))
+        return Decision(True, f"time budget ({format_duration(rule.budget)}): one more block would overrun it; "
+                        + more_blocks_text(undecided))
     return Decision(False)
 
 

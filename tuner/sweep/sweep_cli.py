@@ -386,7 +386,7 @@ def cmd_results_export(args) -> int:
 
 def demo_spec():
     """The shipped demo spec, fitted to this host: without root there is no tmpfs to mount, so /dev/shm
-    (the tmpfs every Linux has) stands in as an existing-path tier; zram is optional (root only)."""
+    (the tmpfs every Linux has) stands in as an existing-path tier."""
     spec = load_spec("demo")
     notes = []
     if os.geteuid() != 0 and "tmpfs" in spec.tiers and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):

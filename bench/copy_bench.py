@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The mover's verified offline copy against `cp -a` of the same stopped datadirs, cold caches, several sizes in one run.
 
-    sudo .venv/bin/python bench/copy_bench.py [--warehouses 4,40] [--repeat 3] [--home DIR] [--tmpfs-size 12G]
+    sudo .venv/bin/python bench/copy_bench.py [--warehouses 4,40] [--repeat 3] [--cache cold] [--home DIR]
+                                              [--tmpfs-size 12G]
 
 For each size, a TPC-C datadir of W warehouses comes from its golden copy (``tuner.sweep.golden``, built once
 and kept under ``--home``, default /var/tmp/innotier-move-bench, which ``bench/move_bench.py`` shares), is
@@ -18,9 +19,9 @@ once, the order rotated by one place per round so no side always runs first or a
   zeros of a fully allocated source (its redo log) instead of allocating them.
 
 Both start with the source's pages dropped from the page cache (each file fsynced and
-``POSIX_FADV_DONTNEED``; the bytes still resident are counted with ``fincore`` and printed), both copy into a
-new directory of the same tmpfs, the timer covers the copy only (the drop before, the removal after are
-outside it for both).  Printed per size: median and range of each side, the throughput ratio innotier / cp -a
+``POSIX_FADV_DONTNEED``; the bytes still resident are counted with ``fincore`` and printed), or with
+``--cache warm`` read into it, both copy into a new directory of the same tmpfs, the timer covers the copy
+only (the drop or the warming before, the removal after are outside it for both).  Printed per size: median and range of each side, the throughput ratio innotier / cp -a
 (cp's median time over ours) and the load average.  The machine may be shared: read spreads accordingly.
 """
 
@@ -59,7 +60,7 @@ class Datadir:
     path: Path
     sandbox: str
     files: list[Path]
-    times: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in SIDES})
+    times: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (cache, side) -> seconds
     resident: list[int] = field(default_factory=list)  # source bytes still cached after each drop
 
     @property
@@ -123,9 +124,16 @@ def run_cp(src: Path, dst: Path) -> None:
     subprocess.run(["cp", "-a", str(src), str(dst)], check=True)
 
 
-def measure(d: Datadir, side: str, tier: Path) -> float:
+def warm_cache(d: Datadir) -> None:
+    subprocess.run(["cat"] + [str(f) for f in d.files], stdout=subprocess.DEVNULL, check=True)
+
+
+def measure(d: Datadir, cache: str, side: str, tier: Path) -> float:
     dst = tier / f"w{d.warehouses}-{side.replace(' ', '')}"
-    d.resident.append(drop_cache(d))
+    if cache == "cold":
+        d.resident.append(drop_cache(d))
+    else:
+        warm_cache(d)
     t0 = time.monotonic()
     (run_innotier if side == "innotier" else run_cp)(d.path, dst)
     elapsed = time.monotonic() - t0
@@ -133,25 +141,27 @@ def measure(d: Datadir, side: str, tier: Path) -> float:
     return elapsed
 
 
-def rounds(datadirs: list[Datadir], repeat: int, tier: Path) -> None:
-    runs = [(d, side) for d in datadirs for side in SIDES]
+def rounds(datadirs: list[Datadir], caches: list[str], repeat: int, tier: Path) -> None:
+    runs = [(d, cache, side) for d in datadirs for cache in caches for side in SIDES]
     for r in range(repeat):
         order = runs[r % len(runs):] + runs[:r % len(runs)]  # rotated by one place per round
         line = []
-        for d, side in order:
-            t = measure(d, side, tier)
-            d.times[side].append(t)
-            line.append(f"W={d.warehouses} {side} {t:.2f} s")
+        for d, cache, side in order:
+            t = measure(d, cache, side, tier)
+            d.times.setdefault((cache, side), []).append(t)
+            line.append(f"W={d.warehouses} {cache} {side} {t:.2f} s")
         print(f"  round {r + 1}: " + ", ".join(line) + f" (load average {loadavg()})", flush=True)
 
 
-def report(d: Datadir) -> None:
+def report(d: Datadir, cache: str) -> None:
     mib = d.bytes / 2**20
-    med = {s: statistics.median(d.times[s]) for s in SIDES}
-    print(f"W={d.warehouses}: {mib:.0f} MiB, {len(d.files)} files, root fs -> tmpfs, source pages dropped before "
-          f"every run (at most {max(d.resident) / 2**20:.1f} MiB still cached), median of {len(d.times['cp -a'])}:")
+    med = {s: statistics.median(d.times[cache, s]) for s in SIDES}
+    how = (f"source pages dropped before every run (at most {max(d.resident) / 2**20:.1f} MiB still cached)"
+           if cache == "cold" else "source read into the page cache before every run")
+    print(f"W={d.warehouses}: {mib:.0f} MiB, {len(d.files)} files, root fs -> tmpfs, {how}, "
+          f"median of {len(d.times[cache, 'cp -a'])}:")
     for s in SIDES:
-        ts = d.times[s]
+        ts = d.times[cache, s]
         print(f"  {s:9s} {med[s]:6.2f} s = {mib / med[s]:5.0f} MiB/s  (range {min(ts):.2f}-{max(ts):.2f}; "
               f"runs {', '.join(f'{t:.2f}' for t in ts)})")
     print(f"  throughput ratio innotier / cp -a: {med['cp -a'] / med['innotier']:.2f}", flush=True)
@@ -163,8 +173,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="rounds (each side and size once per round); medians")
     ap.add_argument("--home", default="/var/tmp/innotier-move-bench",
                     help="INNOTIER_HOME of the bench; keeps the golden copies between runs")
+    ap.add_argument("--cache", default="cold", help="the source's page cache before every run: cold, warm or both")
     ap.add_argument("--tmpfs-size", default="12G")
     args = ap.parse_args()
+    caches = [c.strip() for c in args.cache.split(",") if c.strip()]
+    if not caches or set(caches) - {"cold", "warm"}:
+        ap.error(f"--cache {args.cache!r} is not valid; give cold, warm or cold,warm")
     try:
         sizes = [int(w) for w in args.warehouses.split(",") if w.strip()]
     except ValueError:
@@ -187,11 +201,12 @@ def main() -> int:
     try:
         for w in sizes:
             datadirs.append(prepare(home, w))
-        print(f"{args.repeat} rounds of {', '.join(f'W={d.warehouses}' for d in datadirs)} x (innotier, cp -a), "
-              f"rotated:", flush=True)
-        rounds(datadirs, args.repeat, tier)
+        print(f"{args.repeat} rounds of {', '.join(f'W={d.warehouses}' for d in datadirs)} x {'/'.join(caches)} x "
+              f"(innotier, cp -a), rotated:", flush=True)
+        rounds(datadirs, caches, args.repeat, tier)
         for d in datadirs:
-            report(d)
+            for cache in caches:
+                report(d, cache)
         print(f"load average at the end: {loadavg()}")
     finally:
         for d in datadirs:

@@ -181,8 +181,8 @@ class Source:
             if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
                 return cls(fd)  # a file system without O_DIRECT
             raise
-        dst = os.fstat(dfd)
-        if (dst.st_dev, dst.st_ino) != (st.st_dev, st.st_ino):  # replaced between the two opens
+        direct_st = os.fstat(dfd)
+        if (direct_st.st_dev, direct_st.st_ino) != (st.st_dev, st.st_ino):  # replaced between the two opens
             os.close(dfd)
             return cls(fd)
         return cls(fd, dfd, cached_pages(fd, st.st_size))
@@ -201,7 +201,12 @@ class Source:
         if self.direct_fd is None or start % DIRECT_ALIGN or self._all_cached(start, end):
             return read_chunk(self.fd, view, start, end)
         want = -(-(end - start) // DIRECT_ALIGN) * DIRECT_ALIGN  # whole blocks; the file's end reads short
-        n = min(pread_full(self.direct_fd, view[:want], start), end - start)
+        try:
+            n = min(pread_full(self.direct_fd, view[:want], start), end - start)
+        except OSError as exc:  # a file system that opens with O_DIRECT but refuses the reads
+            if exc.errno != errno.EINVAL:
+                raise
+            return read_chunk(self.fd, view, start, end)
         return view[:n] if n == end - start else bytes(view[:n]) + bytes(end - start - n)
 
 

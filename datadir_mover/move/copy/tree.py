@@ -36,7 +36,6 @@ from datadir_mover.move.copy.file import FileCopy, copy_file
 from datadir_mover.move.copy.manifest import CopyStats, FileRecord, Manifest
 from datadir_mover.move.copy.redo import trusted_by_stat
 
-LARGE_IN_FLIGHT = 2  # large files copied at once, their pieces sharing the pool: one reads while another is read back
 RACY_MARGIN_NS = 2_000_000_000  # a file modified less than 2 s before the pre-copy read it is copied again
 
 Todo = tuple[str, os.stat_result, bytes | None, SkipRule | None]  # rel, stat, old block digests, skip rule
@@ -190,13 +189,14 @@ def _copy_files(src: Path, dst: Path, todo: list[Todo], progress: Progress | Non
 
 def _each_file(items: list, size_of: Callable, fn: Callable, workers: int, name: str) -> list:
     """fn(item, pool) for every item (a file), results in order: files of at most a piece whole in a pool of
-    ``workers`` threads (pool None), larger ones ``LARGE_IN_FLIGHT`` at a time, largest first, their pieces
-    in the same pool, so one file's read-back overlaps another's reads and no file waits for the one before.
+    ``workers`` threads (pool None), larger ones up to ``workers`` at a time, largest first, their pieces in
+    the same pool: a file busy with its allocation, fsync or read-back leaves no worker idle, and no file
+    waits for the one before.
 
     Every call has finished before this returns or raises.
     """
     with ThreadPoolExecutor(max(1, workers), thread_name_prefix=f"innotier-{name}") as pool, \
-            ThreadPoolExecutor(LARGE_IN_FLIGHT, thread_name_prefix=f"innotier-{name}-file") as files:
+            ThreadPoolExecutor(max(1, workers), thread_name_prefix=f"innotier-{name}-file") as files:
         large = {i: files.submit(fn, it, pool)
                  for i, it in sorted(enumerate(items), key=lambda x: -size_of(x[1])) if size_of(it) > PIECE}
         small = {i: pool.submit(fn, it, None) for i, it in enumerate(items) if i not in large}

@@ -7,8 +7,6 @@ Four sizes, each with one name:
   several threads at once (``os.preadv``/``os.pwrite`` and xxhash release the GIL);
 - a *chunk* (``CHUNK``, 256 KiB): the unit of I/O; each read lands in a page-aligned buffer of
   this size, small enough to stay in a core's L2 cache between the read, the hash and the write;
-  a read past the page cache (``Source``) takes a *direct chunk* (``DIRECT_CHUNK``, 1 MiB): with no
-  read-ahead, the size of each read is what keeps the device busy;
 - a *block* (``BLOCK``, 64 KiB): the unit of digests; a delta rewrites and reads back whole blocks;
 - a *page* (the server's ``innodb_page_size``): the unit InnoDB writes, stamped with an LSN (``pages.py``).
 
@@ -41,7 +39,6 @@ import xxhash
 from tuner.core.probe import mount_of
 
 CHUNK = 256 << 10  # bytes per read/write (see docs/relocation.md for the sizes tried)
-DIRECT_CHUNK = 1 << 20  # bytes per O_DIRECT read of a stopped source (docs/relocation.md)
 PIECE = 64 << 20  # a file is copied (in parallel) in pieces of this size
 BLOCK = 64 << 10  # a file's digest is a hash of its blocks' digests; a delta rewrites only changed blocks
 DIGEST = 16  # bytes of one block digest (xxh3-128)
@@ -56,14 +53,12 @@ _local = threading.local()
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def chunk_buffer(size: int = CHUNK) -> memoryview:
-    """This thread's page-aligned I/O buffer of ``size`` bytes (anonymous mmap: aligned for O_DIRECT)."""
-    bufs = getattr(_local, "bufs", None)
-    if bufs is None:
-        bufs = _local.bufs = {}
-    if size not in bufs:
-        bufs[size] = memoryview(mmap.mmap(-1, size))
-    return bufs[size]
+def chunk_buffer() -> memoryview:
+    """This thread's page-aligned I/O buffer of one chunk (anonymous mmap: aligned for O_DIRECT)."""
+    buf = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = memoryview(mmap.mmap(-1, CHUNK))
+    return buf
 
 
 def data_extents(fd: int, start: int, end: int) -> list[Range]:
@@ -192,11 +187,6 @@ class Source:
             return cls(fd)
         return cls(fd, dfd, cached_pages(fd, st.st_size))
 
-    @property
-    def chunk(self) -> int:
-        """Bytes per read: a direct chunk when reads may go past the page cache."""
-        return CHUNK if self.direct_fd is None else DIRECT_CHUNK
-
     def close(self) -> None:
         if self.direct_fd is not None:
             os.close(self.direct_fd)
@@ -220,11 +210,11 @@ class Source:
         return view[:n] if n == end - start else bytes(view[:n]) + bytes(end - start - n)
 
 
-def chunks(fd: int, start: int, end: int, step: int = CHUNK):
-    """(chunk start, chunk end, data extents inside it) for block-aligned chunks of ``step`` bytes of [start, end)."""
+def chunks(fd: int, start: int, end: int):
+    """(chunk start, chunk end, data extents inside it) for block-aligned chunks of [start, end)."""
     extents = data_extents(fd, start, end)
-    for c in range(start, end, step):
-        ce = min(c + step, end)
+    for c in range(start, end, CHUNK):
+        ce = min(c + CHUNK, end)
         yield c, ce, [(max(a, c), min(b, ce)) for a, b in extents if a < ce and b > c]
 
 

@@ -50,10 +50,10 @@ def copy_piece(source: Source, dfd: int, start: int, end: int, progress: Progres
     docstring).  With ``old`` (the block digests of the target's verified copy) only the
     blocks whose digest changed are written, whole.
     """
-    view = chunk_buffer(source.chunk)
+    view = chunk_buffer()
     digests: list[bytes] = []
     written: list[Range] = []
-    for c, ce, extents in chunks(source.fd, start, end, source.chunk):
+    for c, ce, extents in chunks(source.fd, start, end):
         data = source.read(view, c, ce)
         blocks = digests_of(data, ce - c)
         if old is None:

@@ -1,21 +1,18 @@
 #!/usr/bin/env python3
-"""Mover figures at size: copy throughput vs `cp -a`, writes blocked, unavailability offline vs pre-copy, tpmC dip.
+"""Mover figures at size: writes blocked, unavailability offline vs pre-copy, tpmC dip.
 
-    sudo .venv/bin/python bench/move_bench.py [--warehouses 40] [--repeat 3] [--clients 4]
+    sudo .venv/bin/python bench/move_bench.py [--warehouses 40] [--clients 4]
                                               [--components datadir,redo] [--home DIR] [--keep]
-                                              [--cache warm,cold] [--move-repeat 1] [--verify files]
+                                              [--move-repeat 1] [--verify files]
+
+The offline copy against ``cp -a`` is ``bench/copy_bench.py``.
 
 What it does (root: it mounts a tmpfs):
 1. the TPC-C datadir of W warehouses (W=40 is about 4.5 GB) comes from a golden copy
    (``tuner.sweep.golden``) kept under ``--home`` (default /var/tmp/innotier-move-bench): built
    once (load, checks, slow shutdown), then cloned (cp + xxh3 verify) into a sandbox on the root
    file system at every run, so a re-run does not reload;
-2. copy throughput, for the whole datadir and for the redo log only: the mover's copy of the
-   stopped files (read into a buffer, xxh3 block digests, write, fsync, read-back from the target's
-   medium) against ``cp -a`` of the same files to the same tmpfs, with the page cache warm for
-   both and (``--cache``) with the source's pages dropped before every run, as at a size larger
-   than memory; run alternately in rotated order, median of ``--repeat``;
-3. for each component (whole datadir, redo only): ``--move-repeat`` moves to the tmpfs with an offline
+2. for each component (whole datadir, redo only): ``--move-repeat`` moves to the tmpfs with an offline
    copy and as many with the online pre-copy (rotated order), each while the built-in TPC-C driver runs (``--clients``
    terminals that reconnect through the restart and count the transactions that fail meanwhile
    as errors), and the move back between them; before each move the source's pages are dropped from the
@@ -52,7 +49,6 @@ sys.path.insert(0, str(REPO))
 
 from datadir_mover.move import plan as planmod  # noqa: E402
 from datadir_mover.move import proof as proofmod  # noqa: E402
-from datadir_mover.move.copy import WORKERS, copy_tree, walk  # noqa: E402
 from datadir_mover.move.executor import Executor, MoveHalted  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.core.server import inspect  # noqa: E402
@@ -340,7 +336,7 @@ def report_medians(results: dict[bool, list[dict]]) -> None:
     report_proofs(results)
 
 
-# ---------------------------------------------------------------------------- copy vs cp -a
+# ---------------------------------------------------------------------------- the source's page cache
 
 
 def _files(src: str, only: str | None) -> list[Path]:
@@ -356,68 +352,6 @@ def drop_source_cache(files: list[Path]) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
-
-
-def copy_ratio(src: str, tier: str, repeat: int, only: str | None = None, workers: int = WORKERS,
-               cold: bool = False) -> dict[str, float]:
-    """Seconds (median) of the mover's stopped-source copy and of cp -a, run alternately.
-
-    ``cold``: the source's pages are evicted before every run (of both), so both read the device, as a copy
-    of a datadir larger than memory does; otherwise the page cache is warmed once and stays warm.
-    """
-    files = _files(src, only)
-    nbytes = sum(f.stat().st_size for f in files)
-    if not cold:
-        subprocess.run(["cat"] + [str(f) for f in files], stdout=subprocess.DEVNULL, check=True)  # page cache warm
-    entries = walk(src, [only]) if only else walk(src)
-    ours, cp = [], []
-
-    def run_ours(i: int) -> float:
-        d = Path(tier, f"ours-{i}")
-        d.mkdir()
-        if cold:
-            drop_source_cache(files)
-        t0 = time.monotonic()
-        copy_tree(src, d, entries, verify=True, stable=True, workers=workers)
-        el = time.monotonic() - t0
-        shutil.rmtree(d)
-        return el
-
-    def run_cp(i: int) -> float:
-        d = Path(tier, f"cp-{i}")
-        if cold:
-            drop_source_cache(files)
-        t0 = time.monotonic()
-        if only:
-            d.mkdir()
-            subprocess.run(["cp", "-a", str(Path(src, only)), str(d)], check=True)
-        else:
-            subprocess.run(["cp", "-a", src, str(d)], check=True)
-        el = time.monotonic() - t0
-        shutil.rmtree(d)
-        return el
-
-    for i in range(repeat):
-        if i % 2:  # rotated: neither always runs first
-            ours.append(run_ours(i))
-            cp.append(run_cp(i))
-        else:
-            cp.append(run_cp(i))
-            ours.append(run_ours(i))
-    return {"bytes": nbytes, "ours": statistics.median(ours), "cp": statistics.median(cp),
-            "ours_all": ours, "cp_all": cp, "cold": cold}
-
-
-def report_ratio(label: str, r: dict[str, float], repeat: int) -> None:
-    mib = r["bytes"] / 2**20
-    cache = "page cache dropped before every run (device reads)" if r.get("cold") else "page cache warm"
-    print(f"copy of the stopped {label} ({mib:.0f} MiB) root fs -> tmpfs, {cache}, alternating, "
-          f"median of {repeat}:")
-    print(f"  innotier copy (xxh3, fsync, read-back)            : {r['ours']:.2f} s = {mib / r['ours']:.0f} MiB/s  "
-          f"(runs {', '.join(f'{x:.2f}' for x in r['ours_all'])})")
-    print(f"  cp -a:                                                 {r['cp']:.2f} s = {mib / r['cp']:.0f} MiB/s  "
-          f"(runs {', '.join(f'{x:.2f}' for x in r['cp_all'])})")
-    print(f"  throughput ratio innotier / cp -a: {r['cp'] / r['ours']:.2f}  (load average now {loadavg()})")
 
 
 # ---------------------------------------------------------------------------- the data
@@ -454,35 +388,26 @@ def sandbox_from_golden(home: Path, warehouses: int) -> sbx.Sandbox:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--warehouses", type=int, default=40)
-    ap.add_argument("--repeat", type=int, default=3, help="copy-vs-cp runs (median)")
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--components", default="datadir,redo")
     ap.add_argument("--tmpfs-size", default="12G")
     ap.add_argument("--settle", type=float, default=20.0, help="seconds of load before and after each move")
     ap.add_argument("--home", default="/var/tmp/innotier-move-bench",
                     help="INNOTIER_HOME of the bench; keeps the golden copy between runs")
-    ap.add_argument("--no-copy", action="store_true", help="skip the copy-vs-cp part")
-    ap.add_argument("--copy-workers", type=int, default=WORKERS, help="pieces in flight in the copy test")
-    ap.add_argument("--cache", default="warm,cold",
-                    help="copy test with the source in the page cache (warm), read from the device (cold), or both")
     ap.add_argument("--source-cache", choices=("cold", "warm"), default="cold",
                     help="before each move, drop the source files' pages from the page cache (cold: as on a server "
                          "that has run with O_DIRECT, whose files are not cached) or leave them (warm: the clone "
                          "just wrote them)")
     ap.add_argument("--move-repeat", type=int, default=1,
                     help="moves per component and mode (offline, pre-copy), alternating; medians reported")
-    ap.add_argument("--no-moves", action="store_true", help="skip the moves under load")
     ap.add_argument("--keep", action="store_true", help="keep the sandbox and mount (for inspection)")
     # files: the file-level proof only.  With sample (the product's default) the table sample taken under the
     # commit block before the stop differed from the one after the start with a TPC-C load running and no
     # client write counted yet (2 of 8 moves at W=40), which halts the move: see the mover's notes
     ap.add_argument("--verify", default="files", help="the moves' --verify (files, sample, tables)")
     args = ap.parse_args()
-    caches = [c.strip() for c in args.cache.split(",") if c.strip()]
-    if not caches or set(caches) - {"warm", "cold"}:
-        ap.error(f"--cache {args.cache!r} is not valid; give warm, cold or warm,cold")
-    if args.move_repeat < 1 or args.repeat < 1:
-        ap.error("--repeat and --move-repeat take 1 or more")
+    if args.move_repeat < 1:
+        ap.error("--move-repeat takes 1 or more")
     if args.verify not in ("files", "sample", "tables"):
         ap.error(f"--verify {args.verify!r} is not valid; give files, sample or tables")
     VERIFY["mode"] = args.verify
@@ -505,17 +430,6 @@ def main() -> int:
         sb.start()  # once: the redo log takes its configured size and ibtmp1 appears, as on a server in use
         sb.stop("clean")
         comps = [c.strip() for c in args.components.split(",") if c.strip()]
-        if not args.no_copy:
-            print(f"load average before the copy test: {loadavg()}")
-            for cache in caches:
-                cold = cache == "cold"
-                report_ratio("datadir", copy_ratio(sb.datadir, str(tier), args.repeat, None, args.copy_workers,
-                                                   cold), args.repeat)
-                if "redo" in comps:
-                    report_ratio("redo log", copy_ratio(sb.datadir, str(tier), args.repeat, "ib_logfile0",
-                                                        args.copy_workers, cold), args.repeat)
-        if args.no_moves:
-            return 0
         sb.start()
         spec = sb.connection_spec()
         load = DriverLoad(spec, args.clients, longest=3600.0)

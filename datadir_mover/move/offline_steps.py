@@ -43,7 +43,7 @@ class OfflineSteps:
 
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=prev,
                                  progress=progress,
-                                 after_file=self._mid("COPY"), verify=False,
+                                 after_file=self._mid("COPY"), verify=True,
                                  page_size=int(self.plan.server["page_size"]), stable=True)
         self.journal.save_json("copy-manifest.json", manifest.to_dict())
         self._copied = manifest

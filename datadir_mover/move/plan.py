@@ -430,10 +430,11 @@ def steps_of(plan: Plan) -> list[Step]:
     steps.append(Step("SHUTDOWN", lock, stop))
     if plan.names:
         what = "files changed since the pre-copy" if plan.precopy else f"{files_words(plan.files)} ({size})"
-        steps.append(Step("COPY", f"copy {what} to {plan.target_dir}",
+        steps.append(Step("COPY", f"copy {what} to {plan.target_dir}, reading each copy back from the target "
+                          "and comparing xxh3-128 checksums",
                           "sparse-aware; fsync of every file and directory; owner, mode and mtime kept", True))
-        steps.append(Step("VERIFY", "read every copy back from the target and compare xxh3-128 checksums",
-                          "and confirm no source file changed during the copy", True))
+        steps.append(Step("VERIFY", "confirm no source file changed during the copy and no copy since its read-back",
+                          "a copy changed since is read back again", True))
     else:
         steps.append(Step("COPY", f"create {plan.target_dir}", "nothing to copy: temporary files only", True))
         steps.append(Step("VERIFY", "check the directory exists with the right owner", "", True))

@@ -31,8 +31,8 @@ def timings(journal: Journal, verify_mode: str) -> dict[str, Any]:
 def downtime_breakdown(journal: Journal) -> dict[str, float]:
     """Where the time the server was unavailable went: stop, each offline step, start, waiting to accept.
 
-    From the journal: the stop as SHUTDOWN recorded it, COPY (delta read and write),
-    VERIFY (read-back), SWITCH and START from their begin/done records; ``other_s`` is
+    From the journal: the stop as SHUTDOWN recorded it, COPY (read, write and read-back),
+    VERIFY (the sources' and copies' stat, a copy changed since read back again), SWITCH and START from their begin/done records; ``other_s`` is
     what lies between them (journal writes).  The pre-flush ran before the stop (not
     downtime) and is listed apart.
     """

@@ -1,5 +1,6 @@
-"""The copy on its own, on small trees: holes, owner, mode and mtime kept, a corrupted copy caught, a delta pass,
-the manifest's round trip."""
+"""The copy on its own, on small trees: holes, owner, mode and mtime kept, a corrupted copy caught (before and
+after the copy's own read-back), a delta pass, the manifest's round trip, a stopped source read past the page
+cache where it is not cached."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import mvhelpers
 
 from datadir_mover.move.copy import blocks
 from datadir_mover.move.copy import file as file_mod
+from datadir_mover.move.copy import tree as tree_mod
 from datadir_mover.move.copy import RACY_MARGIN_NS, Manifest, copy_tree, digest_file, recheck_sources, verify_tree, walk
 from tuner.core.errors import MoveError
 
@@ -47,6 +49,52 @@ def test_verify_catches_a_corrupted_copy(tmp_path):
         fh.write(b"\x00\x01")
     with pytest.raises(MoveError, match="differs from its source"):
         verify_tree(manifest)
+
+
+def test_verify_reads_again_a_copy_changed_after_the_copy_read_it_back(tmp_path):
+    """The mover's COPY reads each copy back as it writes it; a byte changed on the target after that (its mtime put
+    back, as a careless tool might) is caught by VERIFY, which reads again every copy whose stat moved."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    (src / "f").write_bytes(os.urandom(300_000))
+    (src / "g").write_bytes(os.urandom(300_000))
+    manifest, _ = copy_tree(src, dst, walk(src), verify=True, stable=True)
+    assert all(r.verified for r in manifest.records.values())
+    verify_tree(manifest)  # nothing changed: passes
+    st = os.stat(dst / "g")
+    with open(dst / "g", "r+b") as fh:
+        fh.seek(123_456)
+        byte = fh.read(1)
+        fh.seek(123_456)
+        fh.write(bytes([byte[0] ^ 0x01]))
+    os.utime(dst / "g", ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(MoveError, match="copy .*g .*differs from its source"):
+        verify_tree(manifest)
+
+
+def test_copy_read_back_catches_a_byte_changed_between_write_and_read_back(tmp_path, monkeypatch):
+    """Fault injected: a byte of the target flipped after the copy wrote and fsynced it, before its read-back (the only
+    read-back of a mover's offline copy now that COPY does it): the copy stops on it."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    (src / "ibdata1").write_bytes(os.urandom(3 * MiB + 1234))
+    _drop_cache(src / "ibdata1")
+    real = tree_mod.copy_file
+
+    def copy_then_flip(src_path, dst_path, *args):
+        fc = real(src_path, dst_path, *args)
+        with open(dst_path, "r+b") as fh:
+            fh.seek(2 * MiB + 77)
+            byte = fh.read(1)
+            fh.seek(2 * MiB + 77)
+            fh.write(bytes([byte[0] ^ 0x01]))
+        return fc
+
+    monkeypatch.setattr(tree_mod, "copy_file", copy_then_flip)
+    with pytest.raises(MoveError, match="differs from its source"):
+        copy_tree(src, dst, walk(src), verify=True, stable=True)
 
 
 def test_delta_pass_recopies_changed_and_racy_files_only(tmp_path):
@@ -102,18 +150,69 @@ def _lying_map(real, lo: int, hi: int):
     return extents
 
 
-def _all_data(tmp_path):
+def _drop_cache(path) -> None:
+    """Evict a file's pages from the page cache, as a stopped server's O_DIRECT files are; checked with mincore."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert not any(blocks.cached_pages(fd, os.fstat(fd).st_size)), "the page cache kept the file"
+    finally:
+        os.close(fd)
+
+
+def _cached(path) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return blocks.cached_pages(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+
+
+def _all_data(tmp_path, cache: str = "cached"):
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.mkdir()
     dst.mkdir()
     (src / "ibdata1").write_bytes(os.urandom(3 * MiB))  # data everywhere, no hole
+    if cache == "uncached":  # read with O_DIRECT by a copy of the stopped source
+        _drop_cache(src / "ibdata1")
     return src, dst
 
 
-def test_offline_copy_copies_data_the_extent_map_calls_a_hole(tmp_path, monkeypatch):
+def test_stopped_source_is_read_past_the_page_cache_where_it_is_not_cached(tmp_path):
+    """A stopped source's uncached pages are read with O_DIRECT (they stay uncached), its cached ones through the
+    cache; the copy is exact either way, a file whose length is not a multiple of the block size included."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    (src / "cold.ibd").write_bytes(os.urandom(5 * MiB + 1234))
+    mvhelpers.write_sparse(src / "ibdata1", 6 * MiB + 512, [(0, os.urandom(MiB)), (4 * MiB, os.urandom(8192))])
+    (src / "warm.ibd").write_bytes(os.urandom(2 * MiB))
+    for name in ("cold.ibd", "ibdata1"):
+        _drop_cache(src / name)
+    fd = os.open(src / "cold.ibd", os.O_RDONLY)
+    try:  # its first MiB cached again, without read-ahead: that part is read through the cache
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        os.pread(fd, MiB, 0)
+    finally:
+        os.close(fd)
+    assert all(_cached(src / "cold.ibd")[:MiB // 4096]) and not any(_cached(src / "cold.ibd")[MiB // 4096:])
+    m, _ = copy_tree(src, dst, walk(src), verify=True, stable=True)
+    assert not any(_cached(src / "cold.ibd")[MiB // 4096:]) and not any(_cached(src / "ibdata1")), \
+        "the copy read the uncached part through the page cache"
+    assert all(_cached(src / "warm.ibd"))
+    for name in ("cold.ibd", "ibdata1", "warm.ibd"):
+        assert (dst / name).read_bytes() == (src / name).read_bytes()
+        assert m.records[name].verified and m.records[name].digest == digest_file(str(src / name), drop_cache=False)
+    assert os.stat(dst / "ibdata1").st_blocks * 512 < 3 * MiB, "holes were filled"
+
+
+@pytest.mark.parametrize("cache", ["cached", "uncached"])
+def test_offline_copy_copies_data_the_extent_map_calls_a_hole(tmp_path, monkeypatch, cache):
     """Fault injected: the file system's extent map reports [1 MiB, 2 MiB) of a stopped source as a hole.  The copy
-    reads it all the same, finds it is not zeros and writes it."""
-    src, dst = _all_data(tmp_path)
+    reads it all the same (through the page cache, or past it when the source is not cached), finds it is not
+    zeros and writes it."""
+    src, dst = _all_data(tmp_path, cache)
     monkeypatch.setattr(blocks, "data_extents", _lying_map(blocks.data_extents, MiB, 2 * MiB))
     with open(src / "ibdata1", "rb") as fh:
         assert blocks.data_extents(fh.fileno(), 0, 3 * MiB) == [(0, MiB), (2 * MiB, 3 * MiB)]
@@ -122,10 +221,11 @@ def test_offline_copy_copies_data_the_extent_map_calls_a_hole(tmp_path, monkeypa
     assert m.records["ibdata1"].verified and m.records["ibdata1"].digest == digest_file(str(src / "ibdata1"))
 
 
-def test_read_back_catches_a_copy_that_trusted_a_lying_extent_map(tmp_path, monkeypatch):
+@pytest.mark.parametrize("cache", ["cached", "uncached"])
+def test_read_back_catches_a_copy_that_trusted_a_lying_extent_map(tmp_path, monkeypatch, cache):
     """Fault injected twice: the map lies, and the copy is made to believe it (the unwritten range stays a hole on the
     target).  The source's digest is of what was read, the read-back reads the target's hole as zeros: caught."""
-    src, dst = _all_data(tmp_path)
+    src, dst = _all_data(tmp_path, cache)
     monkeypatch.setattr(blocks, "data_extents", _lying_map(blocks.data_extents, MiB, 2 * MiB))
     monkeypatch.setattr(file_mod, "_nonzero_gaps", lambda data, c, ce, extents: [])
     with pytest.raises(MoveError, match="differs from its source"):

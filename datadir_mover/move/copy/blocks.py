@@ -24,6 +24,7 @@ tmpfs/ramfs memory is the medium and a plain read reads it.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import functools
 import mmap
@@ -49,6 +50,7 @@ Progress = Callable[[int], None]  # called with the number of bytes just process
 Range = tuple[int, int]  # [start, end) in bytes
 
 _local = threading.local()
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def chunk_buffer() -> memoryview:
@@ -127,6 +129,85 @@ def read_chunk(fd: int, view: memoryview, start: int, end: int):
     """The bytes [start, end) of the file read into ``view``; past the file's end (it shrank) zeros."""
     n = pread_full(fd, view[:end - start], start)
     return view[:n] if n == end - start else bytes(view[:n]) + bytes(end - start - n)
+
+
+def mincore(m: mmap.mmap, length: int) -> bytes | None:
+    """mincore(2) of a mapping: one byte per memory page, bit 0 set when it is cached; None on failure."""
+    vec = ctypes.create_string_buffer(-(-length // mmap.PAGESIZE))
+    anchor = ctypes.c_char.from_buffer(m)
+    try:
+        rc = _libc.mincore(ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(length), vec)
+    finally:
+        del anchor  # the mapping cannot be closed while ctypes holds it
+    return vec.raw if rc == 0 else None
+
+
+def cached_pages(fd: int, size: int) -> bytes | None:
+    """Which memory pages of an open file are in the page cache now (``mincore``); None when that is unknown."""
+    try:
+        m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)  # ctypes: writable
+    except (OSError, ValueError):
+        return None
+    try:
+        return mincore(m, size)
+    finally:
+        m.close()
+
+
+@dataclass
+class Source:
+    """A source file opened for a whole copy, read through the page cache only where its pages are cached.
+
+    With ``direct_fd`` (a second descriptor of the same file with ``O_DIRECT``), a chunk with a page that was not
+    cached when the copy began is read with it: the device's data lands in this thread's buffer with no page
+    cache between (no page to allocate, fill, copy and evict; an unwritten extent costs a clear of the buffer),
+    and what the page cache holds stays as it was.  The kernel writes a dirty cached page of the range back
+    before a direct read, so either way the bytes are the file's.  Only for a stopped source
+    (``tree.copy_tree(stable=True)``): the mover reads a running server's files as the server's page cache
+    sees them.
+    """
+
+    fd: int
+    direct_fd: int | None = None
+    cached: bytes | None = None  # cached_pages() when the copy began (None: unknown, read directly)
+
+    @classmethod
+    def open(cls, path: str, fd: int, st: os.stat_result, direct: bool) -> "Source":
+        if not direct or st.st_size == 0:
+            return cls(fd)
+        try:
+            dfd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECT)
+        except OSError as exc:
+            if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+                return cls(fd)  # a file system without O_DIRECT
+            raise
+        direct_st = os.fstat(dfd)
+        if (direct_st.st_dev, direct_st.st_ino) != (st.st_dev, st.st_ino):  # replaced between the two opens
+            os.close(dfd)
+            return cls(fd)
+        return cls(fd, dfd, cached_pages(fd, st.st_size))
+
+    def close(self) -> None:
+        if self.direct_fd is not None:
+            os.close(self.direct_fd)
+
+    def _all_cached(self, start: int, end: int) -> bool:
+        if self.cached is None:
+            return False
+        return self.cached.find(b"\x00", start // mmap.PAGESIZE, -(-end // mmap.PAGESIZE)) < 0
+
+    def read(self, view: memoryview, start: int, end: int):
+        """The bytes [start, end) of the file read into ``view`` (see ``read_chunk``)."""
+        if self.direct_fd is None or start % DIRECT_ALIGN or self._all_cached(start, end):
+            return read_chunk(self.fd, view, start, end)
+        want = -(-(end - start) // DIRECT_ALIGN) * DIRECT_ALIGN  # whole blocks; the file's end reads short
+        try:
+            n = min(pread_full(self.direct_fd, view[:want], start), end - start)
+        except OSError as exc:  # a file system that opens with O_DIRECT but refuses the reads
+            if exc.errno != errno.EINVAL:
+                raise
+            return read_chunk(self.fd, view, start, end)
+        return view[:n] if n == end - start else bytes(view[:n]) + bytes(end - start - n)
 
 
 def chunks(fd: int, start: int, end: int):

@@ -5,7 +5,8 @@ target) only where the file system's extent map says it is a hole *and* the byte
 are zeros, so a wrong ``SEEK_DATA`` answer can never turn data into zeros, offline or online
 (where the server may also write into a hole after the map was read).  The bytes are read into
 this thread's buffer, hashed there and written from it, so the bytes hashed are the bytes
-written even while the server writes; one fsync per file.
+written even while the server writes; one fsync per file.  A stopped source's pages that are
+not cached are read with ``O_DIRECT`` (``blocks.Source``): a cold datadir costs no page cache.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from datadir_mover.move.copy.blocks import (BLOCK, DIGEST, Progress, Range, block_digest, chunk_buffer, chunks,
-                                            combine, digests_of, pieces, read_chunk, run_all, write_all,
-                                            zero_digest)
+from datadir_mover.move.copy.blocks import (BLOCK, DIGEST, Progress, Range, Source, block_digest, chunk_buffer,
+                                            chunks, combine, digests_of, pieces, run_all, write_all, zero_digest)
 from datadir_mover.move.copy.delta import SkipRule, copy_stale_blocks, prefetch, read_blocks
 from datadir_mover.move.copy.pages import PageRule
 
@@ -42,9 +42,9 @@ class FileCopy:
         return sum(b - a for a, b in self.written)
 
 
-def copy_piece(sfd: int, dfd: int, start: int, end: int, progress: Progress | None,
+def copy_piece(source: Source, dfd: int, start: int, end: int, progress: Progress | None,
                old: bytes | None = None) -> tuple[bytes, list[Range]]:
-    """Copy [start, end) from sfd to dfd; (block digests of the range, ranges written).
+    """Copy [start, end) from the source to dfd; (block digests of the range, ranges written).
 
     Without ``old`` (a new target) the data is written, holes are not (see the module
     docstring).  With ``old`` (the block digests of the target's verified copy) only the
@@ -53,8 +53,8 @@ def copy_piece(sfd: int, dfd: int, start: int, end: int, progress: Progress | No
     view = chunk_buffer()
     digests: list[bytes] = []
     written: list[Range] = []
-    for c, ce, extents in chunks(sfd, start, end):
-        data = read_chunk(sfd, view, c, ce)
+    for c, ce, extents in chunks(source.fd, start, end):
+        data = source.read(view, c, ce)
         blocks = digests_of(data, ce - c)
         if old is None:
             ranges = extents + _nonzero_gaps(data, c, ce, extents)
@@ -82,7 +82,8 @@ def _nonzero_gaps(data, c: int, ce: int, extents: list[Range]) -> list[Range]:
 
 
 def copy_file(src: str, dst: str, progress: Progress | None = None, pool: ThreadPoolExecutor | None = None,
-              old: bytes | None = None, rule: SkipRule | None = None, target_in_memory: bool = False) -> FileCopy:
+              old: bytes | None = None, rule: SkipRule | None = None, target_in_memory: bool = False,
+              stopped: bool = False) -> FileCopy:
     """Copy one regular file, keep owner/mode/mtime, fsync.
 
     Without ``old`` the target is created anew; with ``old`` (the block digests of the
@@ -91,12 +92,17 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
     are not even read (``delta``).  ``target_in_memory``: the target is on tmpfs, ramfs or DAX,
     where its pages are the medium: nothing to drop from a cache, and a read of it costs a copy in
     memory, so with a ``PageRule`` a block with only some stale pages reads just those from the
-    source and the rest from the target.
+    source and the rest from the target.  ``stopped``: nothing writes the source (the server is
+    stopped), so a new target's copy reads the source's uncached pages past the page cache
+    (``blocks.Source``).
     """
     sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    source = None
     try:
         st = os.fstat(sfd)
-        os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        source = Source.open(src, sfd, st, stopped and old is None)
+        # with direct reads, no read-ahead: a cached chunk's read must not bring in the uncached ones after it
+        os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL if source.direct_fd is None else os.POSIX_FADV_RANDOM)
         flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_CREAT | os.O_TRUNC if old is None else 0)
         dfd = os.open(dst, flags, 0o600)
         try:
@@ -107,7 +113,8 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
                 parts, read = _copy_delta(sfd, dfd, dst, st, progress, pool, old, rule, target_in_memory)
             else:
                 read = None
-                parts = run_all(pool, copy_piece, [(sfd, dfd, a, b, progress, old) for a, b in pieces(st.st_size)])
+                parts = run_all(pool, copy_piece, [(source, dfd, a, b, progress, old)
+                                                   for a, b in pieces(st.st_size)])
             if old is None:
                 _allocate_like(dfd, st, [r for p in parts for r in p[1]])
             _keep_metadata_fd(dfd, st)
@@ -117,6 +124,8 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
         finally:
             os.close(dfd)
     finally:
+        if source is not None:
+            source.close()
         os.close(sfd)
     return FileCopy(st, b"".join(p[0] for p in parts), [r for p in parts for r in p[1]], old is not None, read)
 

@@ -24,7 +24,6 @@ since, whose block has to be read anyway).  Only files named like tablespaces
 
 from __future__ import annotations
 
-import ctypes
 import mmap
 import os
 import re
@@ -32,7 +31,7 @@ import time
 from array import array
 from dataclasses import dataclass
 
-from datadir_mover.move.copy.blocks import BLOCK, CHUNK, StaleBlocks, chunk_buffer, pread_full
+from datadir_mover.move.copy.blocks import BLOCK, CHUNK, StaleBlocks, chunk_buffer, mincore, pread_full
 
 FIL_PAGE_LSN = 16  # offset of a page's newest-modification LSN (8 bytes, big-endian) in every InnoDB page
 FSP_SPACE_FLAGS = 38 + 16  # FIL_PAGE_DATA + FSP_SPACE_FLAGS: the tablespace's flags in page 0
@@ -85,9 +84,6 @@ def stale_pages(fd: int, size: int, page_size: int, lsn_floor: int | array, old_
     return StaleBlocks(stale, per_block)
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
 def resident_page_lsns(fd: int, size: int, page_size: int) -> list[int | None] | None:
     """FIL_PAGE_LSN of every page whose header is in the page cache, None for the others; None without mincore.
 
@@ -106,7 +102,7 @@ def resident_page_lsns(fd: int, size: int, page_size: int) -> list[int | None] |
     except OSError:
         return None
     try:
-        cached = _mincore(m, length)
+        cached = mincore(m, length)
         if cached is None:
             return None
         return [int.from_bytes(m[o + FIL_PAGE_LSN:o + FIL_PAGE_LSN + 8], "big")
@@ -114,17 +110,6 @@ def resident_page_lsns(fd: int, size: int, page_size: int) -> list[int | None] |
                 for o in range(0, length, page_size)]
     finally:
         m.close()
-
-
-def _mincore(m: mmap.mmap, length: int) -> bytes | None:
-    """mincore(2) of a mapping: one byte per memory page, bit 0 set when it is cached; None on failure."""
-    vec = ctypes.create_string_buffer(-(-length // mmap.PAGESIZE))
-    anchor = ctypes.c_char.from_buffer(m)
-    try:
-        rc = _libc.mincore(ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(length), vec)
-    finally:
-        del anchor  # the mapping cannot be closed while ctypes holds it
-    return vec.raw if rc == 0 else None
 
 
 def page_lsns(fd: int, size: int, page_size: int, cached: bool | None = None) -> list[int]:

@@ -49,14 +49,17 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
     """Copy ``entries`` (from ``walk``) from ``source`` into ``target``; with ``verify`` read each copy back.
 
     ``target`` must exist.  With ``previous`` (the pre-copy's manifest) unchanged files
-    are kept and target files whose source entry is gone are removed.  Without
-    ``verify`` the caller runs ``verify_tree`` (the mover's VERIFY step).  ``workers``
+    are kept and target files whose source entry is gone are removed.  With ``verify`` each
+    copy is read back from the target's medium once it is written and fsynced, while other
+    files are still being copied; ``verify_tree`` (the mover's VERIFY step) then reads again
+    only a copy changed since.  Without ``verify`` the caller runs ``verify_tree``.  ``workers``
     pieces are in flight at once.  ``lsn_floor`` and ``log_floor``: the server's checkpoint
     and flushed LSNs read before this pass began, recorded with every file read; ``log_now``:
     its current LSN read with them (online).  ``page_size`` (with ``previous``): a changed
     file is read only where its skip rule says it may differ (``delta.skip_rule``).
     ``stable``: nothing writes to the source during this call (server stopped), so a redo
-    log's end LSN is final (its checkpoint block says it).
+    log's end LSN is final (its checkpoint block says it), and a file copied whole reads its
+    uncached pages with ``O_DIRECT`` (``blocks.Source``).
     """
     t0 = time.monotonic()
     src, dst = Path(source), Path(target)
@@ -80,7 +83,7 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
         todo.append((rel, st, old, skip_rule(rel, st, prev, old, page_size, floors, stable, log_now)))
         if floors is not None:
             earlier[rel] = floors
-    for rec, fc in _copy_files(src, dst, todo, progress, after_file, verify, workers):
+    for rec, fc in _copy_files(src, dst, todo, progress, after_file, verify, workers, stable):
         rec.lsn_floor, rec.log_floor = lsn_floor, log_floor
         manifest.records[rec.rel] = rec
         manifest.blocks[rec.rel] = fc.blocks
@@ -159,8 +162,8 @@ def _target_intact(prev: FileRecord, target: Path) -> bool:
 
 def _copy_files(src: Path, dst: Path, todo: list[Todo], progress: Progress | None,
                 after_file: Callable[[str], None] | None, verify: bool,
-                workers: int) -> list[tuple[FileRecord, FileCopy]]:
-    """Copy (and with ``verify`` read back) files: small ones whole in the pool, large ones in parallel pieces.
+                workers: int, stopped: bool = False) -> list[tuple[FileRecord, FileCopy]]:
+    """Copy (and with ``verify`` read back) files: small ones whole, large ones in parallel pieces (``_each_file``).
 
     A delta copy (only changed blocks rewritten) is always read back at once, the
     rewritten blocks only: the rest was read back when it was written.
@@ -171,7 +174,7 @@ def _copy_files(src: Path, dst: Path, todo: list[Todo], progress: Progress | Non
     def one(rel: str, old: bytes | None, rule: SkipRule | None,
             pool: ThreadPoolExecutor | None) -> tuple[FileRecord, FileCopy]:
         read_at = time.time_ns()
-        fc = copy_file(str(src / rel), str(dst / rel), progress, pool, old, rule, in_memory)
+        fc = copy_file(str(src / rel), str(dst / rel), progress, pool, old, rule, in_memory, stopped)
         rec = FileRecord.of(rel, "file", fc.st, digest=fc.digest, read_at_ns=read_at)
         if fc.delta:
             _verify_ranges(dst, rec, fc, memory, pool)
@@ -181,17 +184,27 @@ def _copy_files(src: Path, dst: Path, todo: list[Todo], progress: Progress | Non
             after_file(rel)
         return rec, fc
 
-    large = sorted((x for x in todo if x[1].st_size > PIECE), key=lambda x: -x[1].st_size)
-    small = [x for x in todo if x[1].st_size <= PIECE]
-    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="innotier-copy") as pool:
-        futures = [pool.submit(one, rel, old, rule, None) for rel, _, old, rule in small]
-        done_large = []
+    return _each_file(todo, lambda t: t[1].st_size, lambda t, pool: one(t[0], t[2], t[3], pool), workers, "copy")
+
+
+def _each_file(items: list, size_of: Callable, fn: Callable, workers: int, name: str) -> list:
+    """fn(item, pool) for every item (a file), results in order: files of at most a piece whole in a pool of
+    ``workers`` threads (pool None), larger ones up to ``workers`` at a time, largest first, their pieces in
+    the same pool: a file busy with its allocation, fsync or read-back leaves no worker idle, and no file
+    waits for the one before.
+
+    Every call has finished before this returns or raises.
+    """
+    with ThreadPoolExecutor(max(1, workers), thread_name_prefix=f"innotier-{name}") as pool, \
+            ThreadPoolExecutor(max(1, workers), thread_name_prefix=f"innotier-{name}-file") as files:
+        large = {i: files.submit(fn, it, pool)
+                 for i, it in sorted(enumerate(items), key=lambda x: -size_of(x[1])) if size_of(it) > PIECE}
+        small = {i: pool.submit(fn, it, None) for i, it in enumerate(items) if i not in large}
         try:
-            for rel, _, old, rule in large:  # pieces of one large file fill the pool while small files finish
-                done_large.append(one(rel, old, rule, pool))
+            results(list(small.values()))
         finally:
-            done_small = results(futures)
-    return done_small + done_large
+            results(list(large.values()))
+    return [(large.get(i) or small[i]).result() for i in range(len(items))]
 
 
 def _verify_ranges(dst: Path, rec: FileRecord, fc: FileCopy, memory: bool,
@@ -242,17 +255,12 @@ def _remove_vanished(dst: Path, previous: Manifest, current: Manifest) -> int:
 
 
 def verify_tree(manifest: Manifest, workers: int = WORKERS) -> None:
-    """Read every unverified copy back from the target device and compare checksums; raise on a difference."""
+    """Read every copy back from the target's medium and compare checksums, raise on a difference; a copy read
+    back by ``copy_tree`` is read again only when its target changed since (``_target_intact``)."""
     dst = Path(manifest.target)
-    todo = [r for r in manifest.records.values() if r.kind == "file" and not r.verified]
+    todo = [r for r in manifest.records.values() if r.kind == "file" and not _target_intact(r, dst)]
     memory = on_memory_fs(dst) if todo else False
-    with ThreadPoolExecutor(max(1, workers), thread_name_prefix="innotier-verify") as pool:
-        futures = [pool.submit(_verify_record, dst, r, memory, None) for r in todo if r.size <= PIECE]
-        try:
-            for r in sorted((r for r in todo if r.size > PIECE), key=lambda r: -r.size):
-                _verify_record(dst, r, memory, pool)
-        finally:
-            results(futures)
+    _each_file(todo, lambda r: r.size, lambda r, pool: _verify_record(dst, r, memory, pool), workers, "verify")
 
 
 def recheck_sources(manifest: Manifest) -> list[str]:

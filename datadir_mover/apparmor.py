@@ -11,7 +11,8 @@ Debian's MariaDB package ships ``usr.sbin.mariadbd`` (and older ones ``usr.sbin.
 and the plan says so.  Validation never loads anything into the kernel:
 ``apparmor_parser -Q -K`` (skip kernel load, skip cache) runs on a staged copy of
 /etc/apparmor.d with the new local file in it.  Loading (``apparmor_parser -r``) happens
-only where AppArmor is active in the kernel.
+only where AppArmor is usable in the kernel (enabled, securityfs mounted: ``kernel_state``); where it
+is enabled but securityfs is not mounted, a move that needs a rule is refused with what to mount.
 """
 
 from __future__ import annotations
@@ -77,15 +78,31 @@ def detect_profiles(root: str = "/etc/apparmor.d") -> list[ProfileInfo]:
     return out
 
 
-def active(sys_root: str = "/sys") -> bool:
-    """AppArmor is enabled in the running kernel (the module parameter, or its securityfs directory)."""
-    p = Path(sys_root, "module", "apparmor", "parameters", "enabled")
+SECURITYFS = "kernel/security"   # under /sys: where securityfs is mounted (apparmor_parser writes to its apparmor/)
+
+
+def kernel_state(sys_root: str = "/sys") -> str:
+    """AppArmor in the running kernel, as the mover needs it: can a profile be (re)loaded here?
+
+    - "usable": enabled, and securityfs is mounted with AppArmor's interface (``apparmor/.replace``, what
+      ``apparmor_parser -r`` writes to);
+    - "unmounted": enabled in the kernel (the module parameter says Y) but securityfs is not mounted, so
+      profiles already loaded keep confining the server while no reload can reach the kernel;
+    - "off": not enabled (no AppArmor, or not in the kernel's LSM list).
+    """
+    interface = Path(sys_root, SECURITYFS, "apparmor")
+    if (interface / ".replace").exists():
+        return "usable"
     try:
-        if p.read_text().strip().upper().startswith("Y"):
-            return True
+        enabled = Path(sys_root, "module", "apparmor", "parameters", "enabled").read_text().strip().upper()
     except OSError:
-        pass
-    return Path(sys_root, "kernel", "security", "apparmor").is_dir()
+        enabled = ""
+    return "unmounted" if enabled.startswith("Y") else "off"
+
+
+def active(sys_root: str = "/sys") -> bool:
+    """The mover can load and reload profiles here (kernel_state "usable")."""
+    return kernel_state(sys_root) == "usable"
 
 
 def render_rules(paths: list[str], move_id: str) -> str:
@@ -148,6 +165,11 @@ def plan_change(paths: list[str], flavor: str, move_id: str, root: str = "/etc/a
         return AppArmorChange("none", f"{prof.path} does not include <local/{prof.name}>; add the rules shown to the "
                               "profile by hand and reload it (apparmor_parser -r)", prof.path, prof.local_path, rules,
                               is_active, move_id)
+    if kernel_state(sys_root) == "unmounted":
+        raise MoveError(f"AppArmor is enabled in this kernel but securityfs is not mounted at "
+                        f"{Path('/sys', SECURITYFS)}, so {prof.name} cannot be reloaded with the new rules; mount it "
+                        f"(`mount -t securityfs securityfs {Path('/sys', SECURITYFS)}`) and plan again; nothing was "
+                        "changed")
     if is_active:
         return AppArmorChange("apply", f"{prof.name} is confining the server: the rules go in {prof.local_path} "
                               "and the profile is reloaded", prof.path, prof.local_path, rules, True, move_id)

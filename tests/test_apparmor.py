@@ -127,3 +127,24 @@ def test_apparmor_enabled_but_securityfs_unmounted_refuses_in_one_line_and_chang
     # an unconfined server needs no reload: securityfs does not matter then
     (aa_root / "usr.sbin.mysqld").write_text("# intentionally empty\n")
     assert apparmor.plan_change(["/mnt/x"], "mysql", "m-5", str(aa_root), str(sys_root)).action == "none"
+
+
+def test_a_move_back_home_retires_the_earlier_block_and_its_rollback_puts_it_back(aa_root, tmp_path):
+    (aa_root / "usr.sbin.mysqld").write_text(MYSQLD_PROFILE)
+    (aa_root / "local" / "usr.sbin.mysqld").write_text("# site rules\n")
+    sys_root = tmp_path / "sys"
+    sys_root.mkdir()
+    out = apparmor.plan_change(["/mnt/pmem/mysql"], "mysql", "m-out", str(aa_root), str(sys_root))
+    apparmor.apply(out)
+    with_out = (aa_root / "local" / "usr.sbin.mysqld").read_text()
+    home = apparmor.plan_change(["/var/lib/mysql"], "mysql", "m-home", str(aa_root), str(sys_root), retire="m-out")
+    assert home.retires == "m-out" and home.rules == "" and "/mnt/pmem/mysql/** rwk," in home.retired_rules
+    apparmor.validate(home, str(aa_root))
+    apparmor.apply(home)
+    assert (aa_root / "local" / "usr.sbin.mysqld").read_text() == "# site rules\n"   # as before the move out
+    apparmor.remove(home)                                                            # the move home rolled back
+    assert (aa_root / "local" / "usr.sbin.mysqld").read_text() == with_out
+    # a block the DBA already removed by hand: nothing to retire, the move home plans its rules like any move
+    (aa_root / "local" / "usr.sbin.mysqld").write_text("# site rules\n")
+    again = apparmor.plan_change(["/var/lib/mysql"], "mysql", "m-h2", str(aa_root), str(sys_root), retire="m-out")
+    assert again.retires is None and "/var/lib/mysql/** rwk," in again.rules

@@ -18,3 +18,17 @@ def test_placement_render_is_deterministic_and_merges():
     assert both == GOLDEN_PLACEMENT
     assert placement.parse(both) == {"innodb_log_group_home_dir": "/mnt/zram/redo", "tmpdir": "/dev/shm/mysql-tmp"}
     assert placement.with_option(both, "tmpdir", "/tmp") != both
+
+
+def test_a_move_back_home_restores_the_options_before_the_move_it_undoes():
+    from datadir_mover.move.homecoming import Homecoming, placement_after
+
+    # tmpdir went out first (no drop-in before), then redo (tmpdir already in it): redo home drops its line only
+    redo_home = Homecoming("m-redo", {"innodb_log_group_home_dir": None}, apparmor_applied=True)
+    assert placement_after(GOLDEN_PLACEMENT, redo_home) == placement.render({"tmpdir": "/dev/shm/mysql-tmp"})
+    # then tmpdir home: no option is left, so the drop-in goes
+    tmpdir_home = Homecoming("m-tmp", {"tmpdir": None}, apparmor_applied=True)
+    assert placement_after(placement_after(GOLDEN_PLACEMENT, redo_home), tmpdir_home) is None
+    # a move that replaced a value (tmpdir from one tier to another) goes back to that value, not to none
+    second = Homecoming("m-tmp2", {"tmpdir": "/mnt/zram/tmp"}, apparmor_applied=False)
+    assert placement.parse(placement_after(GOLDEN_PLACEMENT, second))["tmpdir"] == "/mnt/zram/tmp"

@@ -457,8 +457,9 @@ def steps_of(plan: Plan) -> list[Step]:
              if plan.placement_after is not None else f"remove {plan.placement_file} (no option left in it)")
     if plan.placement_after is not None and plan.variable not in placement.parse(plan.placement_after):
         write = f"remove {plan.variable} from {plan.placement_file} (the server's own configuration places it there)"
+    how = "atomic (write, fsync, rename, fsync dir)" if plan.placement_after is not None else "unlink, fsync dir"
     steps.append(Step("SWITCH", write,
-                      f"atomic (write, fsync, rename, fsync dir){rec}; owner {plan.owner['user']} "
+                      f"{how}{rec}; owner {plan.owner['user']} "
                       f"mode {plan.owner['mode']:04o} on {plan.target_dir}; {aa_line}", True))
     steps.append(Step("START", "start the server", c["start_hint"]))
     after = {"files": ("server up and reports the new path", "no table reads; writes allowed from the start"),

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 import mvhelpers
-from labhelpers import DISKS, cli, cli_json, record, sh, slow_resync, wipe_md
+from labhelpers import DISKS, cli, cli_json, record, sh, wipe_md
 from datadir_mover.move import plan as planmod
 from datadir_mover.move.executor import Executor
 from tuner.core.errors import MoveError
@@ -106,12 +106,13 @@ def at_boot():
 
 @pytest.fixture(scope="module")
 def r10():
-    """RAID 10 over the four small disks; its initial resync throttled (it would take the server's CPU)."""
+    """RAID 10 over the four small disks, its initial resync (256 MiB) let finish before the move: a resync
+    throttled under the server's I/O held the redo move's start several times longer."""
     wipe_md(DISKS)
-    with slow_resync():
-        cli("tiers", "create", "raid", "--level", "10", "--devices", *DISKS, "--name", "r10", "--chunk", "64K",
-            "--mount", R10)
-        yield R10
+    cli("tiers", "create", "raid", "--level", "10", "--devices", *DISKS, "--name", "r10", "--chunk", "64K",
+        "--mount", R10)
+    sh("mdadm", "--wait", "/dev/md/r10", check=False)   # exit 1 when there was nothing to wait for
+    return R10
 
 
 @pytest.fixture(scope="module")
@@ -244,6 +245,7 @@ def test_tmpdir_moves_into_its_own_subdirectory_of_a_tmpfs(rows, tmpfs):
     assert Path(DROPIN).read_text() == dropin
     sh("dmesg", "-C")
     out = cli("move", "apply", "tmpdir", "--to", TMPDIR, "--yes").stdout
+    record("host-mode-tmpdir-apply.txt", out)
     assert f"AppArmor: add rules to {LOCAL} and reload" in out
     assert _variable("tmpdir") == TMPDIR
     made = os.stat(TMPDIR)

@@ -106,8 +106,8 @@ def at_boot():
 
 @pytest.fixture(scope="module")
 def r10():
-    """RAID 10 over the four small disks, its initial resync (256 MiB) let finish before the move: a resync
-    throttled under the server's I/O held the redo move's start several times longer."""
+    """RAID 10 over the four small disks, its initial resync (256 MiB) let finish before the move: with the
+    resync still going (throttled) the server's start on the array took much longer (docs/production-server.md)."""
     wipe_md(DISKS)
     cli("tiers", "create", "raid", "--level", "10", "--devices", *DISKS, "--name", "r10", "--chunk", "64K",
         "--mount", R10)

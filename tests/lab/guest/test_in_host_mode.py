@@ -231,6 +231,8 @@ def test_redo_moves_onto_md_raid10_with_its_rule(rows, r10):
     assert f"write {DROPIN} with innodb_log_group_home_dir = {REDO}" in out
     assert f"AppArmor: add rules to {LOCAL} and reload" in out
     assert _variable("innodb_log_group_home_dir") == REDO
+    mounts = {f[1]: f[0] for f in (ln.split() for ln in Path("/proc/mounts").read_text().splitlines())}
+    assert mounts[R10].startswith("/dev/md"), mounts[R10]
     assert any(p.name.startswith("ib_logfile") for p in Path(REDO).iterdir())
     assert f"innodb_log_group_home_dir = {REDO}" in Path(DROPIN).read_text()
     assert f"{REDO}/** rwk," in Path(LOCAL).read_text()

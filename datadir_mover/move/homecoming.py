@@ -30,13 +30,20 @@ class Homecoming:
     apparmor_applied: bool  # it wrote a block into the profile's local include
 
 
-def find(server_key: str, component: str, source: str, target: str) -> Homecoming | None:
-    """The newest finalized move of ``component`` on this server from ``target`` to ``source``, if any."""
+def find(server_key: str, component: str, source: str, target: str, datadir: str) -> Homecoming | None:
+    """The newest finalized move of ``component`` on this server from ``target`` to ``source``, if any.
+
+    For a component other than the datadir, only while the datadir is where it was then: an option the
+    earlier move replaced may have been relative to it (redo's default ``./``), so removing the line would
+    not bring the component back to ``target`` once the datadir has moved."""
     for journal in all_journals():  # newest first
         if journal.phase != "finalized":
             continue
         p = journal.plan()
         if (p.get("server_key"), p.get("component")) != (server_key, component):
+            continue
+        then = (p.get("server") or {}).get("datadir") or ""
+        if component != "datadir" and os.path.realpath(then) != os.path.realpath(datadir):
             continue
         if os.path.realpath(p["source_dir"]) != os.path.realpath(target) or \
                 os.path.realpath(p["target_dir"]) != os.path.realpath(source):

@@ -264,7 +264,7 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     notes = _notes(comp.name, model, tier)
     if comp.name == "datadir":
         also = _datadir_followers(model, source, target)
-    home = homecoming.find(server_key, comp.name, source, target)
+    home = homecoming.find(server_key, comp.name, source, target, model.datadir)
     if home:
         after = homecoming.placement_after(before, home)
         also = {k: v for k, v in home.options_before.items() if k != comp.variable and v is not None}

@@ -11,7 +11,8 @@ Debian's MariaDB package ships ``usr.sbin.mariadbd`` (and older ones ``usr.sbin.
 and the plan says so.  Validation never loads anything into the kernel:
 ``apparmor_parser -Q -K`` (skip kernel load, skip cache) runs on a staged copy of
 /etc/apparmor.d with the new local file in it.  Loading (``apparmor_parser -r``) happens
-only where AppArmor is active in the kernel.
+only where AppArmor is usable in the kernel (enabled, securityfs mounted: ``kernel_state``); where it
+is enabled but securityfs is not mounted, a move that needs a rule is refused with what to mount.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class AppArmorChange:
     rules: str  # the block added to the local include
     active: bool
     move_id: str
+    retires: str | None = None  # a move back home: the finalized move whose block this one removes
+    retired_rules: str = ""  # that block as it stood (put back if this move is rolled back)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -77,15 +80,31 @@ def detect_profiles(root: str = "/etc/apparmor.d") -> list[ProfileInfo]:
     return out
 
 
-def active(sys_root: str = "/sys") -> bool:
-    """AppArmor is enabled in the running kernel (the module parameter, or its securityfs directory)."""
-    p = Path(sys_root, "module", "apparmor", "parameters", "enabled")
+SECURITYFS = "kernel/security"   # under /sys: where securityfs is mounted (apparmor_parser writes to its apparmor/)
+
+
+def kernel_state(sys_root: str = "/sys") -> str:
+    """AppArmor in the running kernel, as the mover needs it: can a profile be (re)loaded here?
+
+    - "usable": enabled, and securityfs is mounted with AppArmor's interface (``apparmor/.replace``, what
+      ``apparmor_parser -r`` writes to);
+    - "unmounted": enabled in the kernel (the module parameter says Y) but securityfs is not mounted, so
+      profiles already loaded keep confining the server while no reload can reach the kernel;
+    - "off": not enabled (no AppArmor, or not in the kernel's LSM list).
+    """
+    interface = Path(sys_root, SECURITYFS, "apparmor")
+    if (interface / ".replace").exists():
+        return "usable"
     try:
-        if p.read_text().strip().upper().startswith("Y"):
-            return True
+        enabled = Path(sys_root, "module", "apparmor", "parameters", "enabled").read_text().strip().upper()
     except OSError:
-        pass
-    return Path(sys_root, "kernel", "security", "apparmor").is_dir()
+        enabled = ""
+    return "unmounted" if enabled.startswith("Y") else "off"
+
+
+def active(sys_root: str = "/sys") -> bool:
+    """The mover can load and reload profiles here (kernel_state "usable")."""
+    return kernel_state(sys_root) == "usable"
 
 
 def render_rules(paths: list[str], move_id: str) -> str:
@@ -133,7 +152,9 @@ def choose(profiles: list[ProfileInfo], flavor: str) -> ProfileInfo | None:
 
 
 def plan_change(paths: list[str], flavor: str, move_id: str, root: str = "/etc/apparmor.d",
-                sys_root: str = "/sys") -> AppArmorChange:
+                sys_root: str = "/sys", retire: str | None = None) -> AppArmorChange:
+    """What the move does to AppArmor.  ``retire``: the finalized move a move back home undoes; its block
+    leaves the local include and no new rule is added (the server ran confined there before that move)."""
     rules = render_rules(paths, move_id)
     is_active = active(sys_root)
     prof = choose(detect_profiles(root), flavor)
@@ -148,12 +169,47 @@ def plan_change(paths: list[str], flavor: str, move_id: str, root: str = "/etc/a
         return AppArmorChange("none", f"{prof.path} does not include <local/{prof.name}>; add the rules shown to the "
                               "profile by hand and reload it (apparmor_parser -r)", prof.path, prof.local_path, rules,
                               is_active, move_id)
+    if kernel_state(sys_root) == "unmounted":
+        raise MoveError(f"AppArmor is enabled in this kernel but securityfs is not mounted at "
+                        f"{Path('/sys', SECURITYFS)}, so {prof.name} cannot be reloaded with the new rules; mount it "
+                        f"(`mount -t securityfs securityfs {Path('/sys', SECURITYFS)}`) and plan again; nothing was "
+                        "changed")
+    retired = _block_of(Path(prof.local_path), retire) if retire else ""
+    if retired:
+        verb = "reloaded" if is_active else "not loaded (AppArmor is not active in this kernel)"
+        return AppArmorChange("apply" if is_active else "write",
+                              f"back where move {retire} found the server: its rules leave {prof.local_path}, none "
+                              f"is added (the profile confined the server there before), and the profile is {verb}",
+                              prof.path, prof.local_path, "", is_active, move_id, retire, retired)
     if is_active:
         return AppArmorChange("apply", f"{prof.name} is confining the server: the rules go in {prof.local_path} "
                               "and the profile is reloaded", prof.path, prof.local_path, rules, True, move_id)
     return AppArmorChange("write", f"AppArmor is not active in this kernel: the rules go in {prof.local_path} "
                           "(validated, not loaded) and take effect when AppArmor is enabled", prof.path,
                           prof.local_path, rules, False, move_id)
+
+
+def _block_of(local: Path, move_id: str) -> str:
+    """The block ``move_id`` wrote into a local include, as it stands ("" when it is not there)."""
+    return _block_in(local.read_text() if local.is_file() else "", move_id)
+
+
+def _block_in(text: str, move_id: str) -> str:
+    return next((m.group(0) for m in _BLOCK.finditer(text) if m.group("id") == move_id), "")
+
+
+def local_text(existing: str, change: AppArmorChange) -> str:
+    """The local include after the move: a retired move's block out, this move's block (if any) in."""
+    text = without_block(existing, change.retires) if change.retires else existing
+    return with_block(text, change.rules, change.move_id) if change.rules else text
+
+
+def local_text_undone(existing: str, change: AppArmorChange) -> str:
+    """The local include after the move is rolled back: its block out, a retired block back in."""
+    text = without_block(existing, change.move_id)
+    if change.retires and change.retired_rules and not _block_in(text, change.retires):
+        text = with_block(text, change.retired_rules, change.retires)
+    return text
 
 
 def _parser() -> str:
@@ -180,7 +236,7 @@ def validate(change: AppArmorChange, root: str = "/etc/apparmor.d") -> str:
             name = Path(change.profile).name
             local = stage / "local" / name
             existing = local.read_text() if local.exists() else ""
-            local.write_text(with_block(existing, change.rules, change.move_id))
+            local.write_text(local_text(existing, change))
             target = stage / name
         else:
             name = Path(change.profile).name if change.profile else PROFILES[0]
@@ -205,7 +261,7 @@ def apply(change: AppArmorChange) -> None:
         return
     local = Path(change.local_path)
     existing = local.read_text() if local.exists() else ""
-    new = with_block(existing, change.rules, change.move_id)
+    new = local_text(existing, change)
     if new != existing:
         write_atomic(local, new, mode=0o644)
     if change.action == "apply":
@@ -220,7 +276,7 @@ def remove(change: AppArmorChange) -> None:
     if not local.exists():
         return
     existing = local.read_text()
-    new = without_block(existing, change.move_id)
+    new = local_text_undone(existing, change)
     if new != existing:
         write_atomic(local, new, mode=0o644)
         if change.action == "apply":

@@ -278,6 +278,7 @@ def cmd_resume(args) -> int:
 def cmd_rollback(args) -> int:
     journal = find(args.id, ("open", "committed"))
     ex = Executor.open(journal, echo=_echo(args.json))
+    ex.refuse_if_closed(args.discard_writes_since_start)   # before asking: a refusal needs no confirmation
     if journal.phase == "open" and journal.began("START"):
         _confirm(f"The server has started on {ex.plan.target_dir}; rolling back returns it to the files as they were "
                  "at shutdown and discards writes made since. Roll back?", args.yes)

@@ -86,3 +86,65 @@ def test_selinux_commands():
     assert cmds[1] == "restorecon -Rv '/mnt/pm em/mysql'"
     assert "context=system_u:object_r:mysqld_db_t:s0" in cmds[2]
     assert selinux.commands("tmpdir", "/x")[0].startswith("semanage fcontext -a -t mysqld_tmp_t")
+
+
+def _sys_tree(root, enabled: str | None, securityfs: bool):
+    """A /sys as the kernel lays it out: the module parameter, and AppArmor's files where securityfs is mounted
+    (an unmounted securityfs leaves /sys/kernel/security an empty directory)."""
+    (root / "kernel" / "security").mkdir(parents=True)
+    if enabled is not None:
+        (root / "module" / "apparmor" / "parameters").mkdir(parents=True)
+        (root / "module" / "apparmor" / "parameters" / "enabled").write_text(enabled + "\n")
+    if securityfs:
+        aa = root / "kernel" / "security" / "apparmor"
+        aa.mkdir()
+        for name in (".load", ".replace", ".remove", "profiles"):
+            (aa / name).write_text("")
+    return root
+
+
+@pytest.mark.parametrize("enabled, securityfs, state", [("Y", True, "usable"), ("Y", False, "unmounted"),
+                                                        ("N", False, "off"), (None, False, "off")])
+def test_apparmor_kernel_state_from_the_sys_layout(tmp_path, enabled, securityfs, state):
+    sys_root = _sys_tree(tmp_path / "sys", enabled, securityfs)
+    assert apparmor.kernel_state(str(sys_root)) == state
+    assert apparmor.active(str(sys_root)) is (state == "usable")
+
+
+def test_apparmor_enabled_but_securityfs_unmounted_refuses_in_one_line_and_changes_nothing(aa_root, tmp_path):
+    (aa_root / "usr.sbin.mysqld").write_text(MYSQLD_PROFILE)
+    (aa_root / "local" / "usr.sbin.mysqld").write_text("# site rules\n")
+    sys_root = _sys_tree(tmp_path / "sys", "Y", securityfs=False)
+    with pytest.raises(MoveError) as refused:
+        apparmor.plan_change(["/mnt/pmem/mysql"], "mysql", "m-4", str(aa_root), str(sys_root))
+    line = str(refused.value)
+    assert "\n" not in line and "securityfs is not mounted" in line
+    assert "mount -t securityfs securityfs /sys/kernel/security" in line
+    assert (aa_root / "local" / "usr.sbin.mysqld").read_text() == "# site rules\n"
+    # mounted: the same move plans the rule and its reload
+    mounted = _sys_tree(tmp_path / "sys2", "Y", securityfs=True)
+    assert apparmor.plan_change(["/mnt/pmem/mysql"], "mysql", "m-4", str(aa_root), str(mounted)).action == "apply"
+    # an unconfined server needs no reload: securityfs does not matter then
+    (aa_root / "usr.sbin.mysqld").write_text("# intentionally empty\n")
+    assert apparmor.plan_change(["/mnt/x"], "mysql", "m-5", str(aa_root), str(sys_root)).action == "none"
+
+
+def test_a_move_back_home_retires_the_earlier_block_and_its_rollback_puts_it_back(aa_root, tmp_path):
+    (aa_root / "usr.sbin.mysqld").write_text(MYSQLD_PROFILE)
+    (aa_root / "local" / "usr.sbin.mysqld").write_text("# site rules\n")
+    sys_root = tmp_path / "sys"
+    sys_root.mkdir()
+    out = apparmor.plan_change(["/mnt/pmem/mysql"], "mysql", "m-out", str(aa_root), str(sys_root))
+    apparmor.apply(out)
+    with_out = (aa_root / "local" / "usr.sbin.mysqld").read_text()
+    home = apparmor.plan_change(["/var/lib/mysql"], "mysql", "m-home", str(aa_root), str(sys_root), retire="m-out")
+    assert home.retires == "m-out" and home.rules == "" and "/mnt/pmem/mysql/** rwk," in home.retired_rules
+    apparmor.validate(home, str(aa_root))
+    apparmor.apply(home)
+    assert (aa_root / "local" / "usr.sbin.mysqld").read_text() == "# site rules\n"   # as before the move out
+    apparmor.remove(home)                                                            # the move home rolled back
+    assert (aa_root / "local" / "usr.sbin.mysqld").read_text() == with_out
+    # a block the DBA already removed by hand: nothing to retire, the move home plans its rules like any move
+    (aa_root / "local" / "usr.sbin.mysqld").write_text("# site rules\n")
+    again = apparmor.plan_change(["/var/lib/mysql"], "mysql", "m-h2", str(aa_root), str(sys_root), retire="m-out")
+    assert again.retires is None and "/var/lib/mysql/** rwk," in again.rules

@@ -74,7 +74,7 @@ class FinalizeStep:
 
         current = placement.parse(Path(self.plan.placement_file).read_text() if Path(self.plan.placement_file).exists()
                                   else "")
-        if current.get(self.plan.variable) != self.plan.target_dir:
+        if current.get(self.plan.variable) != placement.parse(self.plan.placement_after).get(self.plan.variable):
             raise MoveError(f"{self.plan.placement_file} no longer places {self.plan.component} at "
                             f"{self.plan.target_dir}; the source is not removed")
 

@@ -73,7 +73,11 @@ class OfflineSteps:
         self._require_stopped("SWITCH")
         fingerprint.require_unchanged(self.journal, self.plan)
         self._ensure_target()
-        write_atomic(self.plan.placement_file, self.plan.placement_after, mode=0o644)
+        if self.plan.placement_after is not None:
+            write_atomic(self.plan.placement_file, self.plan.placement_after, mode=0o644)
+        elif Path(self.plan.placement_file).exists():   # a move back home: the drop-in held only its placements
+            Path(self.plan.placement_file).unlink()
+            fsync_dir(Path(self.plan.placement_file).parent)
         crash_point("SWITCH:mid")
         if self.plan.component == "datadir" and self.plan.control["kind"] == "sandbox":
             sb = self.control.sandbox()

@@ -21,7 +21,7 @@ from tuner.core.server import ConnectionSpec, ServerModel, fetch_status, inspect
 from tuner.core.units import human_size
 
 from datadir_mover import apparmor, selinux
-from datadir_mover.move import components, placement, preflight, sample
+from datadir_mover.move import components, homecoming, placement, preflight, sample
 from datadir_mover.move import verify as verify_mod
 from datadir_mover.move.control import SandboxControl, SystemdControl, by_hand, control_for, server_user
 from datadir_mover.move.copy import (REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes,
@@ -91,7 +91,7 @@ class Plan:
     owner: dict[str, Any]
     placement_file: str
     placement_before: str | None
-    placement_after: str
+    placement_after: str | None  # None: the move removes the file (a move back home)
     also_options: dict[str, str]
     record_files: list[str]
     apparmor: dict[str, Any]
@@ -264,9 +264,17 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     notes = _notes(comp.name, model, tier)
     if comp.name == "datadir":
         also = _datadir_followers(model, source, target)
-    after = placement.with_option(before, comp.variable, target, also)
+    home = homecoming.find(server_key, comp.name, source, target, model.datadir)
+    if home:
+        after = homecoming.placement_after(before, home)
+        also = {k: v for k, v in home.options_before.items() if k != comp.variable and v is not None}
+        notes.append(f"back where move {home.move_id} found {comp.what}: its changes to the option file and the "
+                     "AppArmor profile are undone")
+    else:
+        after = placement.with_option(before, comp.variable, target, also)
     mode, why_mode = components.shutdown_mode(comp.name, model, request.slow_shutdown)
-    aa = apparmor.plan_change([target], model.flavor.value, move_id, request.apparmor_root, request.sys_root)
+    aa = apparmor.plan_change([target], model.flavor.value, move_id, request.apparmor_root, request.sys_root,
+                              retire=home.move_id if home and home.apparmor_applied else None)
     apparmor.validate(aa, request.apparmor_root)
     se = selinux.commands(comp.name, target, tier.fstype) if selinux.enforcing() is not None else [
         "# SELinux is not enabled on this host; on an enforcing host run:"] + selinux.commands(comp.name, target, tier.fstype)
@@ -441,10 +449,18 @@ def steps_of(plan: Plan) -> list[Step]:
     aa_line = {"apply": f"AppArmor: add rules to {aa['local_path']} and reload",
                "write": f"AppArmor: add rules to {aa['local_path']} (not active here: not loaded)",
                "none": "AppArmor: no change"}[aa["action"]]
+    if aa.get("retires") and aa["action"] != "none":
+        aa_line = f"AppArmor: remove move {aa['retires']}'s rules from {aa['local_path']}" + (
+            " and reload" if aa["action"] == "apply" else " (not active here: not loaded)")
     extra = f"; also {', '.join(f'{k} = {v}' for k, v in sorted(plan.also_options.items()))}" if plan.also_options else ""
     rec = f"; rewrite {', '.join(Path(p).name for p in plan.record_files)}" if plan.record_files else ""
-    steps.append(Step("SWITCH", f"write {plan.placement_file} with {plan.variable} = {plan.target_dir}{extra}",
-                      f"atomic (write, fsync, rename, fsync dir){rec}; owner {plan.owner['user']} "
+    write = (f"write {plan.placement_file} with {plan.variable} = {plan.target_dir}{extra}"
+             if plan.placement_after is not None else f"remove {plan.placement_file} (no option left in it)")
+    if plan.placement_after is not None and plan.variable not in placement.parse(plan.placement_after):
+        write = f"remove {plan.variable} from {plan.placement_file} (the server's own configuration places it there)"
+    how = "atomic (write, fsync, rename, fsync dir)" if plan.placement_after is not None else "unlink, fsync dir"
+    steps.append(Step("SWITCH", write,
+                      f"{how}{rec}; owner {plan.owner['user']} "
                       f"mode {plan.owner['mode']:04o} on {plan.target_dir}; {aa_line}", True))
     steps.append(Step("START", "start the server", c["start_hint"]))
     after = {"files": ("server up and reports the new path", "no table reads; writes allowed from the start"),
@@ -498,7 +514,10 @@ def render(plan: Plan) -> str:
         out.append("    before:")
         out += [f"      {ln}" for ln in plan.placement_before.rstrip("\n").splitlines()]
         out.append("    after:")
-    out += [f"      {ln}" for ln in plan.placement_after.rstrip("\n").splitlines()]
+    if plan.placement_after is None:
+        out.append("      (removed)")
+    else:
+        out += [f"      {ln}" for ln in plan.placement_after.rstrip("\n").splitlines()]
     aa = plan.apparmor
     out.append(f"  AppArmor: {aa['reason']}")
     out += [f"      {ln}" for ln in aa["rules"].rstrip("\n").splitlines()]

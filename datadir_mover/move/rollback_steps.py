@@ -31,17 +31,26 @@ class RollbackSteps:
         self.journal.save_json("before.json", before)
         return {}
 
-    def rollback(self, reason: str = "asked by the operator",
-                 discard_writes_since_start: bool = False) -> dict[str, Any]:
+    def refuse_if_closed(self, discard_writes_since_start: bool = False) -> None:
+        """One line where rollback is not the way back: after COMMIT (unless the proof failed) or after it ran."""
         phase = self.journal.phase
         proof = proofmod.Proof.load(self.journal)
         failed_proof = phase == "committed" and proof is not None and proof.status == "failed"
-        if phase in ("committed", "finalized") and not (failed_proof and discard_writes_since_start):
-            raise MoveError(f"move {self.plan.move_id} is {phase}: the server has run on {self.plan.target_dir} since, "
-                            f"so the source is stale; to go back, move again (`innotier move plan "
-                            f"{self.plan.component} --to {self.plan.source_dir}`) after finalizing this one")
+        back = f"`innotier move apply {self.plan.component} --to {self.plan.source_dir}`"
+        if phase == "finalized":
+            raise MoveError(f"move {self.plan.move_id} is finalized: its source {self.plan.source_dir} was removed, so "
+                            f"there is nothing to roll back to; to go back, move {self.plan.component} back home with "
+                            f"{back} (it undoes this move's option-file and AppArmor changes)")
+        if phase == "committed" and not (failed_proof and discard_writes_since_start):
+            raise MoveError(f"move {self.plan.move_id} is committed: the server has run on {self.plan.target_dir} "
+                            f"since, so the source is stale; to go back, finalize this move (`innotier move finalize "
+                            f"--id {self.plan.move_id}`), then move back home with {back}")
         if phase == "rolled_back":
             raise MoveError(f"move {self.plan.move_id} is already rolled back")
+
+    def rollback(self, reason: str = "asked by the operator",
+                 discard_writes_since_start: bool = False) -> dict[str, Any]:
+        self.refuse_if_closed(discard_writes_since_start)
         may_have_written = since_start.accepted_on_target(self.journal) or (
             self.journal.began("START") and self.control.state() == SandboxState.RUNNING)  # started, then killed
         if may_have_written and not discard_writes_since_start:

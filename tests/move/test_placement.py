@@ -18,3 +18,43 @@ def test_placement_render_is_deterministic_and_merges():
     assert both == GOLDEN_PLACEMENT
     assert placement.parse(both) == {"innodb_log_group_home_dir": "/mnt/zram/redo", "tmpdir": "/dev/shm/mysql-tmp"}
     assert placement.with_option(both, "tmpdir", "/tmp") != both
+
+
+def test_a_move_back_home_restores_the_options_before_the_move_it_undoes():
+    from datadir_mover.move.homecoming import Homecoming, placement_after
+
+    # tmpdir went out first (no drop-in before), then redo (tmpdir already in it): redo home drops its line only
+    redo_home = Homecoming("m-redo", {"innodb_log_group_home_dir": None}, apparmor_applied=True)
+    assert placement_after(GOLDEN_PLACEMENT, redo_home) == placement.render({"tmpdir": "/dev/shm/mysql-tmp"})
+    # then tmpdir home: no option is left, so the drop-in goes
+    tmpdir_home = Homecoming("m-tmp", {"tmpdir": None}, apparmor_applied=True)
+    assert placement_after(placement_after(GOLDEN_PLACEMENT, redo_home), tmpdir_home) is None
+    # a move that replaced a value (tmpdir from one tier to another) goes back to that value, not to none
+    second = Homecoming("m-tmp2", {"tmpdir": "/mnt/zram/tmp"}, apparmor_applied=False)
+    assert placement.parse(placement_after(GOLDEN_PLACEMENT, second))["tmpdir"] == "/mnt/zram/tmp"
+
+
+def test_the_move_back_home_is_found_in_the_journals_only_where_its_options_still_lead_home(tmp_path, monkeypatch):
+    from datadir_mover.move import homecoming
+    from datadir_mover.move.journal import Journal
+
+    monkeypatch.setenv("INNOTIER_HOME", str(tmp_path))
+
+    def finalized(move_id, component, variable, source, target, datadir, before):
+        j = Journal.create(tmp_path / "moves" / move_id, {
+            "move_id": move_id, "server_key": "system:/run/mysqld/mysqld.sock", "component": component,
+            "variable": variable, "source_dir": source, "target_dir": target, "server": {"datadir": datadir},
+            "placement_before": before, "also_options": {}, "apparmor": {"action": "apply"}})
+        for state in ("COMMIT", "FINALIZE"):
+            j.begin(state)
+            j.finish(state)
+
+    key = "system:/run/mysqld/mysqld.sock"
+    finalized("20260101T000000-redo-a", "redo", "innodb_log_group_home_dir", "/var/lib/mysql", "/mnt/r10/redo",
+              "/var/lib/mysql", None)
+    home = homecoming.find(key, "redo", "/mnt/r10/redo", "/var/lib/mysql", "/var/lib/mysql")
+    assert home == homecoming.Homecoming("20260101T000000-redo-a", {"innodb_log_group_home_dir": None}, True)
+    assert homecoming.find(key, "redo", "/mnt/r10/redo", "/srv/elsewhere", "/var/lib/mysql") is None
+    # the datadir moved since: redo's default (./) no longer leads to /var/lib/mysql, so this is a plain move
+    assert homecoming.find(key, "redo", "/mnt/r10/redo", "/var/lib/mysql", "/mnt/pmem/mysql") is None
+    assert homecoming.find("system:other", "redo", "/mnt/r10/redo", "/var/lib/mysql", "/var/lib/mysql") is None

@@ -7,10 +7,16 @@ runs as innotier-lab.service after the server is up.  The mover finds the server
 - the negative control first: the same datadir move with the AppArmor step left out (the planner is shown
   an apparmor.d without the profile, so it plans no rule) fails at START with a DENIED line in the kernel
   log naming the new path, and the mover rolls back: the server runs on /var/lib/mysql, every row intact;
-- then the real `innotier move plan/apply datadir --to /mnt/pmem/mysql` (the CLI, fresh processes): the plan
-  names mariadb.service, the drop-in and the profile's local include; apply stops and starts through
-  systemctl, writes the rule, reloads the profile; the server runs on the DAX mount, still enforced, with
-  no DENIED line since the control;
+- then the real `innotier move plan/apply datadir --to /mnt/pmem/mysql` (the CLI; apply in a fresh process):
+  the plan names mariadb.service, the drop-in and the profile's local include; apply stops and starts
+  through systemctl, writes the rule, reloads the profile; the server runs on the DAX mount, still
+  enforced, with no DENIED line since the control;
+- the way back: `move rollback` of the finalized move refuses in one line naming the way home, and the move
+  back home (`move apply datadir --to /var/lib/mysql`) leaves the server on /var/lib/mysql with the drop-in
+  gone and the local include as it was at boot, still enforced, no DENIED line, every row intact;
+- the redo log onto md RAID 10 and tmpdir into its own subdirectory of a tmpfs (the mount's root, owned by
+  root, is refused and left as it was), each with its rule, still enforced, no DENIED line;
+- AppArmor enabled but securityfs unmounted: the plan refuses in one line saying what to mount;
 - the unconfined case: Debian's empty profile as shipped (the confining one unloaded): the plan says there
   is nothing to change and changes nothing.
 """
@@ -18,13 +24,15 @@ runs as innotier-lab.service after the server is up.  The mover finds the server
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import shutil
 from pathlib import Path
 
 import pytest
 
 import mvhelpers
-from labhelpers import cli, record, sh
+from labhelpers import DISKS, cli, cli_json, record, sh, wipe_md
 from datadir_mover.move import plan as planmod
 from datadir_mover.move.executor import Executor
 from tuner.core.errors import MoveError
@@ -32,7 +40,13 @@ from tuner.core.probe import file_is_dax
 from tuner.core.server import ConnectionSpec
 
 PMEM = "/mnt/pmem"
+HOME = "/var/lib/mysql"
 TARGET = f"{PMEM}/mysql"
+R10 = "/mnt/r10"
+REDO = f"{R10}/redo"
+TMPFS = "/mnt/tmp"
+TMPDIR = f"{TMPFS}/mysql"
+SECURITYFS = "/sys/kernel/security"
 DENIED_TARGET = f"{PMEM}/denied"
 SOCKET = "/run/mysqld/mysqld.sock"
 PROFILE = "/etc/apparmor.d/usr.sbin.mariadbd"
@@ -85,12 +99,58 @@ def rows():
 
 
 @pytest.fixture(scope="module")
+def at_boot():
+    """What the host looked like before any move: the profile's local include and the drop-in."""
+    return {"local": Path(LOCAL).read_text(), "dropin": Path(DROPIN).exists()}
+
+
+@pytest.fixture(scope="module")
+def r10():
+    """RAID 10 over the four small disks, its initial resync (256 MiB) let finish before the move: with the
+    resync still going (throttled) the server's start on the array took much longer (docs/production-server.md)."""
+    wipe_md(DISKS)
+    cli("tiers", "create", "raid", "--level", "10", "--devices", *DISKS, "--name", "r10", "--chunk", "64K",
+        "--mount", R10)
+    sh("mdadm", "--wait", "/dev/md/r10", check=False)   # exit 1 when there was nothing to wait for
+    return R10
+
+
+@pytest.fixture(scope="module")
+def tmpfs():
+    cli("tiers", "create", "ramdisk", "--size", "64M", "--mount", TMPFS)
+    return TMPFS
+
+
+def _server_as_before(rows) -> None:
+    """Active, still enforced, no denial since the test cleared the kernel log, every row intact."""
+    assert sh("systemctl", "is-active", "mariadb.service").stdout.strip() == "active"
+    assert _server_confinement() == "/usr/sbin/mariadbd (enforce)"
+    assert _denials() == [], _denials()
+    assert mvhelpers.checksums(_spec()) == rows
+
+
+def _variable(name: str) -> str:
+    conn = _spec().connect()
+    cur = conn.cursor()
+    cur.execute(f"SELECT @@{name}")
+    value = cur.fetchone()[0]
+    conn.close()
+    return value.rstrip("/")
+
+
+def _one_line_refusal(proc) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1, (proc.returncode, proc.stdout, proc.stderr)
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
 def pmem():
     cli("tiers", "create", "pmem", "--source", "nvdimm", "--region", "region0", "--mount", PMEM)
     return PMEM
 
 
-def test_the_host_boots_like_a_real_server():
+def test_the_host_boots_like_a_real_server(at_boot):
     assert Path("/proc/1/comm").read_text().strip() == "systemd"
     assert sh("systemctl", "is-active", "mariadb.service").stdout.strip() == "active"
     assert sh("systemctl", "is-active", "apparmor.service").stdout.strip() == "active"
@@ -141,6 +201,87 @@ def test_the_system_server_moves_onto_dax_with_the_rule_in_the_profiles_local_in
     assert file_is_dax(f"{TARGET}/ibdata1") is True
     assert _denials() == [], _denials()
     assert mvhelpers.checksums(_spec()) == rows
+
+
+def test_rollback_after_finalize_refuses_and_the_datadir_moves_back_home(rows, at_boot):
+    moved = [m for m in cli_json("move", "status") if m["to"] == TARGET and m["phase"] == "committed"]
+    assert len(moved) == 1, moved
+    move_id = moved[0]["move_id"]
+    cli("move", "finalize", "--id", move_id, "--yes")
+    assert not Path(HOME).exists()                      # finalize removed the emptied source
+    line = _one_line_refusal(cli("move", "rollback", "--id", move_id, "--yes", check=False))
+    assert "is finalized" in line and f"innotier move apply datadir --to {HOME}" in line, line
+    assert _datadir() == TARGET
+    sh("dmesg", "-C")
+    out = cli("move", "apply", "datadir", "--to", HOME, "--yes").stdout
+    record("host-mode-back-home.txt", out)
+    assert f"remove {DROPIN} (no option left in it)" in out and f"remove move {move_id}'s rules from {LOCAL}" in out
+    assert _datadir() == HOME
+    assert not Path(DROPIN).exists() and Path(LOCAL).read_text() == at_boot["local"]
+    assert not at_boot["dropin"]
+    _server_as_before(rows)
+
+
+def test_redo_moves_onto_md_raid10_with_its_rule(rows, r10):
+    sh("dmesg", "-C")
+    out = cli("move", "apply", "redo", "--to", REDO, "--yes").stdout
+    record("host-mode-redo-apply.txt", out)
+    # the plan, as apply prints it first, names the unit, the drop-in and the AppArmor change
+    assert "system server (mariadb.service)" in out and "systemctl stop mariadb.service" in out
+    assert f"write {DROPIN} with innodb_log_group_home_dir = {REDO}" in out
+    assert f"AppArmor: add rules to {LOCAL} and reload" in out
+    assert _variable("innodb_log_group_home_dir") == REDO
+    mounts = {f[1]: f[0] for f in (ln.split() for ln in Path("/proc/mounts").read_text().splitlines())}
+    assert mounts[R10].startswith("/dev/md"), mounts[R10]
+    assert any(p.name.startswith("ib_logfile") for p in Path(REDO).iterdir())
+    assert f"innodb_log_group_home_dir = {REDO}" in Path(DROPIN).read_text()
+    assert f"{REDO}/** rwk," in Path(LOCAL).read_text()
+    _server_as_before(rows)
+
+
+def test_tmpdir_moves_into_its_own_subdirectory_of_a_tmpfs(rows, tmpfs):
+    root = os.stat(TMPFS)
+    dropin = Path(DROPIN).read_text()
+    line = _one_line_refusal(cli("move", "apply", "tmpdir", "--to", TMPFS, "--yes", check=False))
+    assert "changes no directory it did not create" in line and f"{TMPFS}/innotier" in line, line
+    assert Path(DROPIN).read_text() == dropin
+    sh("dmesg", "-C")
+    out = cli("move", "apply", "tmpdir", "--to", TMPDIR, "--yes").stdout
+    record("host-mode-tmpdir-apply.txt", out)
+    assert f"AppArmor: add rules to {LOCAL} and reload" in out
+    assert _variable("tmpdir") == TMPDIR
+    made = os.stat(TMPDIR)
+    assert (made.st_uid, made.st_mode & 0o7777) == (pwd.getpwnam("mysql").pw_uid, 0o750)
+    after = os.stat(TMPFS)
+    assert (after.st_uid, after.st_gid, after.st_mode) == (root.st_uid, root.st_gid, root.st_mode)
+    # an on-disk internal temporary table (Aria) in the new tmpdir: the server writes there, confined
+    conn = _spec().connect()
+    cur = conn.cursor()
+    cur.execute("SHOW SESSION STATUS LIKE 'Created_tmp_disk_tables'")
+    before = int(cur.fetchone()[1])
+    cur.execute("SET SESSION tmp_table_size = 16384, max_heap_table_size = 16384")
+    cur.execute("SELECT item, COUNT(*) FROM shop.orders GROUP BY item ORDER BY 2 DESC, 1 LIMIT 1")
+    cur.fetchall()
+    cur.execute("SHOW SESSION STATUS LIKE 'Created_tmp_disk_tables'")
+    assert int(cur.fetchone()[1]) > before
+    conn.close()
+    _server_as_before(rows)
+
+
+def test_apparmor_enabled_but_securityfs_unmounted_is_one_line_naming_the_mount(pmem):
+    local = Path(LOCAL).read_text()
+    sh("umount", SECURITYFS)
+    try:
+        assert Path("/sys/module/apparmor/parameters/enabled").read_text().strip() == "Y"
+        reload = sh("apparmor_parser", "-r", "-T", "-W", PROFILE, check=False)   # what the mover would hit
+        record("host-mode-reload-without-securityfs.txt", f"exit {reload.returncode}\n{reload.stderr}")
+        line = _one_line_refusal(cli("move", "plan", "tmpdir", "--to", f"{PMEM}/tmp2", check=False))
+        assert "securityfs is not mounted" in line and f"mount -t securityfs securityfs {SECURITYFS}" in line, line
+        assert _server_confinement() == "/usr/sbin/mariadbd (enforce)"   # what was loaded keeps confining
+    finally:
+        sh("mount", "-t", "securityfs", "securityfs", SECURITYFS)
+    assert Path(LOCAL).read_text() == local and not Path(f"{PMEM}/tmp2").exists()
+    assert reload.returncode != 0, reload.stderr
 
 
 def test_debians_empty_profile_means_nothing_to_change(pmem):

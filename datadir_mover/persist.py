@@ -63,6 +63,7 @@ SQL_CLONE_LOCAL = "CLONE LOCAL DATA DIRECTORY = %s"  # MySQL 8.0.17+ (clone plug
 INTERVAL_RE = re.compile(r"^\s*(\d+)\s*(s|sec|m|min|h)?\s*$")
 STATE_FILE = "persist.json"
 POINTER = "current.json"
+OFFLINE_METHOD = "offline copy (server stopped cleanly)"   # a generation's method when the server was stopped
 
 
 def parse_interval(text: str) -> int:
@@ -361,7 +362,7 @@ def sync(backing: str, offline: bool = False, echo: Callable[[str], None] = lamb
         if offline:
             echo(f"copying the stopped server's files into generation {gen_id}")
             _copy_offline(cfg, tmp / "data")
-            method = "offline copy (server stopped cleanly)"
+            method = OFFLINE_METHOD
         else:
             echo(f"{cfg.method} --backup and --prepare into generation {gen_id}")
             spec = cfg.connection_spec()
@@ -426,11 +427,12 @@ def check_generation(gen: Generation) -> None:
 def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_needed: bool = False) -> dict[str, Any]:
     """Replace every InnoDB location with the current generation, all together; the server must be stopped."""
     cfg = load_config(backing)
+    # --if-needed first: `persist install` starts the restore unit on a live server whose tier is intact
+    if if_needed and not restore_needed(cfg):
+        return {"restored": False, "reason": "the tier still holds the server's files"}
     if server_running(cfg):
         raise TierError("the server is running; a restore replaces its files: stop it first (a restore is for a "
                         "server whose tier was lost)")
-    if if_needed and not restore_needed(cfg):
-        return {"restored": False, "reason": "the tier still holds the server's files"}
     gen = current(backing)
     if gen is None:
         raise TierError(f"no consistent copy in {backing} yet; nothing to restore (take one with `innotier persist sync`)")
@@ -570,6 +572,9 @@ IOSchedulingPriority=7
 """,
         f"innotier-persist-sync-{guard}.timer": head + f"""[Unit]
 Description=innotier: consistent copy of {cfg.tier} every {format_duration(cfg.interval_s, compact=True)}
+# counts from the server's start, not from early boot: a sync started while the restore unit still fills the
+# tier is refused (Requisite=), and OnUnitActiveSec= would then have no start of its unit to count from
+After={server}
 
 [Timer]
 OnActiveSec={cfg.interval_s}s

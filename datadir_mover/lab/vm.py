@@ -91,15 +91,19 @@ else
   { sh /mnt/lab/cmd.sh; echo $? > /mnt/lab/out/rc; } 2>&1 | tee /mnt/lab/out/output.log
 fi
 echo "@DONE@$(cat /mnt/lab/out/rc)"
-sync
 """
-FAST_END = "busybox poweroff -f\n"
+FAST_END = "sync\nbusybox poweroff -f\n"
 # a real shutdown (the server stops cleanly); the target directly: `systemctl poweroff` asks logind over
 # D-Bus first, which a minimal image does not run
-SYSTEMD_END = "systemctl --no-block start poweroff.target\n"
+SYSTEMD_END = "sync\nsystemctl --no-block start poweroff.target\n"
+# How a host-mode boot ends (VmSpec.end): a clean power-off, a real reboot (the whole shutdown; qemu runs with
+# -no-reboot, so it exits at the kernel's restart and the host boots the same disks again with fresh_disks=False),
+# or a power cut: the guest does nothing more, not even a sync, and the host SIGKILLs qemu at the done mark.
+ENDS = {"poweroff": SYSTEMD_END, "reboot": "sync\nsystemctl --no-block reboot\n", "cut": "exec sleep infinity\n"}
 
-def guest_init(init: str) -> str:
-    text = (FAST_PREAMBLE + RUN_BODY + FAST_END) if init == "lab" else (SYSTEMD_PREAMBLE + RUN_BODY + SYSTEMD_END)
+
+def guest_init(init: str, end: str = "poweroff") -> str:
+    text = (FAST_PREAMBLE + RUN_BODY + FAST_END) if init == "lab" else (SYSTEMD_PREAMBLE + RUN_BODY + ENDS[end])
     return text.replace("@MODULES@", " ".join(GUEST_MODULES)).replace("@READY@", READY_MARK) \
         .replace("@DONE@", DONE_MARK)
 
@@ -116,6 +120,7 @@ class VmSpec:
     env: tuple[tuple[str, str], ...] = ()
     interactive: bool = False
     init: str = "lab"                           # "systemd": host mode (the image must be built with it)
+    end: str = "poweroff"                       # host mode only: "poweroff", "reboot" or "cut" (see ENDS)
 
 
 @dataclass
@@ -128,6 +133,7 @@ class VmResult:
     run_dir: Path
     timed_out: bool = False
     console_tail: list[str] = field(default_factory=list)
+    cut_after_done_seconds: float | None = None   # end="cut": the done mark to qemu's SIGKILL, host clock
 
     def to_dict(self) -> dict:
         return {"exit_code": self.exit_code, "accelerator": self.accelerator, "boot_seconds": self.boot_seconds,
@@ -207,10 +213,16 @@ def prepare(spec: VmSpec, image: Image, run_dir: Path) -> None:
         _sparse(run_dir / f"nvdimm{i}.img", size + LABEL_SIZE)
     shutil.copytree(spec.source, run_dir / "src", symlinks=True, ignore=SNAPSHOT_IGNORE)
     _byte_compile(run_dir / "src")
+    write_share(spec, run_dir)
+
+
+def write_share(spec: VmSpec, run_dir: Path) -> None:
+    """The share for one boot: init, env and command (a boot again of the same machine rewrites only these)."""
     share = run_dir / "share"
     (share / "out").mkdir(parents=True, exist_ok=True)
+    (share / "out" / "rc").unlink(missing_ok=True)
     init = share / "init"
-    init.write_text(guest_init(spec.init))
+    init.write_text(guest_init(spec.init, spec.end))
     init.chmod(0o755)
     env = {"INNOTIER_IN_LAB": "1", "PYTHONPATH": "/mnt/src", "PYTHONDONTWRITEBYTECODE": "1",
            "LAB_OUT": "/mnt/lab/out", "INNOTIER_HOME": "/root/innotier", **({"LAB_INTERACTIVE": "1"} if spec.interactive else {}), **dict(spec.env)}
@@ -233,15 +245,25 @@ def _sparse(path: Path, size: int) -> None:
 
 
 def run(spec: VmSpec, image: Image, run_dir: Path, *, echo: Callable[[str], None] | None = None,
-        progress: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> VmResult:
-    """Boot, run spec.command, power off; the result carries the command's exit code and output."""
+        progress: Callable[[str], None] = lambda m: print(m, file=sys.stderr), fresh_disks: bool = True) -> VmResult:
+    """Boot, run spec.command, power off; the result carries the command's exit code and output.
+
+    fresh_disks=False boots the machine of an earlier run in run_dir again (host mode): its root overlay, disks,
+    NVDIMM files and source snapshot as that run left them, as after a reboot or a power cut."""
     if shutil.which("qemu-system-x86_64") is None:
         raise LabError("qemu-system-x86_64 is not installed; run scripts/bootstrap.sh (apt-get install qemu-system-x86)")
     if spec.init == "systemd" and not image.host:
         raise LabError(f"the lab image {image.key} has no systemd host mode; run `innotier lab build --init systemd` "
                        "and boot that image")
+    if spec.end != "poweroff" and spec.init != "systemd":
+        raise UsageError(f"a lab boot ending in {spec.end} needs host mode (--init systemd)")
     accel, why = choose_accelerator()
-    prepare(spec, image, run_dir)
+    if fresh_disks:
+        prepare(spec, image, run_dir)
+    elif not (run_dir / "root.qcow2").exists():
+        raise LabError(f"{run_dir} holds no earlier run's disks to boot again; boot it with fresh disks first")
+    else:
+        write_share(spec, run_dir)
     argv = qemu_argv(spec, image, run_dir, accel)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     progress(f"lab: booting {image.kernel_release or 'the lab kernel'} with {accel.upper()} ({why}); "
@@ -256,7 +278,7 @@ def _run_captured(argv, spec, run_dir, accel, echo, progress) -> VmResult:
     started = time.monotonic()
     deadline = started + spec.timeout
     console: list[str] = []
-    boot = None
+    boot = cut = done_at = None
     done = timed_out = False
     with open(run_dir / "console.log", "w") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -286,9 +308,16 @@ def _run_captured(argv, spec, run_dir, accel, echo, progress) -> VmResult:
                         boot = time.monotonic() - started
                         progress(f"lab: guest up after {boot:.1f} s; running: {shlex.join(spec.command)}")
                     elif line.startswith(DONE_MARK):
-                        done = True
+                        done, done_at = True, time.monotonic()
+                        if spec.end == "cut":   # the power cut: no shutdown, nothing more written by the guest
+                            os.killpg(proc.pid, signal.SIGKILL)
+                            cut = time.monotonic()
+                            progress("lab: power cut (qemu SIGKILLed at the done mark)")
+                            break
                     elif boot is not None and not done and echo:
                         echo(line)
+                if cut is not None:
+                    break
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -299,7 +328,8 @@ def _run_captured(argv, spec, run_dir, accel, echo, progress) -> VmResult:
     output = (out_dir / "output.log").read_text(errors="replace") if (out_dir / "output.log").exists() else ""
     result = VmResult(exit_code=int(rc_text) if rc_text.isdigit() else None, output=output, accelerator=accel,
                       boot_seconds=round(boot, 1) if boot is not None else None, total_seconds=round(total, 1),
-                      run_dir=run_dir, timed_out=timed_out, console_tail=console[-30:])
+                      run_dir=run_dir, timed_out=timed_out, console_tail=console[-30:],
+                      cut_after_done_seconds=None if cut is None else round(cut - done_at, 3))
     if timed_out:
         progress(f"lab: time limit of {spec.timeout:.0f} s reached; qemu killed (console: {run_dir / 'console.log'})")
     elif result.exit_code is None:

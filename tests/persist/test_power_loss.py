@@ -156,6 +156,11 @@ def test_generations_flip_keep_previous_and_offline_sync(volatile_box, cli):
     skipped = cli("persist", "restore", "--backing", backing, "--if-needed", "--json", check=True)
     assert json.loads(skipped.stdout)["restored"] is False  # the tier still holds the files
     sb.start()
+    # what `persist install` does on a live server (systemctl start of the restore unit): nothing, exit 0
+    skipped = cli("persist", "restore", "--backing", backing, "--if-needed", "--json", check=True)
+    assert json.loads(skipped.stdout)["restored"] is False
+    refused = cli("persist", "restore", "--backing", backing, "--yes")
+    assert refused.returncode == 6 and "the server is running" in refused.stderr
     mvhelpers.data_consistent(sb.connection_spec())
     text = cli("persist", "status", "--backing", backing, check=True).stdout
     assert "A power loss now loses the transactions committed in the last" in text

@@ -1,0 +1,94 @@
+"""PZRAM across a real reboot, a clean power-off and a power cut: one machine (host mode) booted four times.
+
+Each boot runs one test of tests/lab/guest/test_in_host_reboot.py (the guest side says what each proves) and
+ends its own way (vm.VmSpec.end): boot 1 with `systemctl reboot` (the whole shutdown; qemu runs with
+-no-reboot, so it exits at the kernel's restart and this side boots the same disks again, which is what a
+reset does), boot 2 with a clean power-off, boot 3 with a power cut (qemu SIGKILLed at the done mark, no
+shutdown, not even a sync), boot 4 with a power-off.  The console's last kernel line tells which happened.
+The boots' times and the RPO measured after the cut go to out/lab-vm.log (figures, never assertions).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from datadir_mover.lab import image as lab_image
+from datadir_mover.lab import vm
+from test_lab_vm import REPO, _WANTED, _load, _record, lab_image_built  # noqa: F401 (a fixture)
+from tuner.core.errors import LabError, UsageError
+
+GUEST = "tests/lab/guest/test_in_host_reboot.py"
+BOOTS = (("test_boot1_the_server_on_zram_persisted_by_the_timer_then_reboot", "reboot"),
+         ("test_boot2_after_the_reboot_restored_before_the_server_then_poweroff", "poweroff"),
+         ("test_boot3_after_the_poweroff_every_row_then_a_commit_past_the_last_sync", "cut"),
+         ("test_boot4_after_the_power_cut_the_state_is_the_last_sync_exactly", "poweroff"))
+KERNEL_SAYS = {"reboot": "reboot: Restarting system", "poweroff": "reboot: Power down"}
+BACKING_DISK = 2 << 30   # /dev/vdb: two generations of the W=1 datadir and one being written
+
+
+def _command(test: str, boot: int) -> tuple[str, ...]:
+    """The boot's pytest, then the moment it ended (the power cut follows it at once) into the share."""
+    pytest_argv = (f"/opt/innotier/bin/python -m pytest -v -p no:cacheprovider -rfEs --timeout=900 "
+                   f"--junitxml=/mnt/lab/out/junit-{boot}.xml {GUEST}::{test}")
+    return ("sh", "-c", f"{pytest_argv}; rc=$?; date +%s.%N > /mnt/lab/out/cut-at; exit $rc")
+
+
+def _passed(junit) -> float:
+    suite = ET.parse(junit).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+    assert counts == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}, counts
+    return sum(float(c.get("time", 0)) for c in suite.iter("testcase"))
+
+
+def test_boot_ends_reboot_and_cut_only_in_host_mode_and_again_only_on_an_earlier_runs_disks(tmp_path):
+    reboot, cut = vm.guest_init("systemd", "reboot"), vm.guest_init("systemd", "cut")
+    assert reboot.rstrip().endswith("sync\nsystemctl --no-block reboot")
+    tail = cut[cut.index(vm.DONE_MARK):]
+    assert "sync" not in tail and cut.rstrip().endswith("exec sleep infinity")   # a cut writes nothing more
+    img = lab_image.Image(directory=tmp_path / "img", key="k", kernel_release="6.1.0-test", host=True)
+    with pytest.raises(UsageError, match="needs host mode"):
+        vm.run(vm.VmSpec(command=("true",), end="reboot", source=tmp_path), img, tmp_path / "run")
+    with pytest.raises(LabError, match="no earlier run's disks"):
+        vm.run(vm.VmSpec(command=("true",), init="systemd", source=tmp_path), img, tmp_path / "run",
+               fresh_disks=False)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+@pytest.mark.root
+@pytest.mark.timeout(6000)   # each boot's own limit (1500 s) ends a hung one first
+def test_pzram_survives_a_reboot_a_poweroff_and_a_power_cut(lab_image_built, tmp_path):
+    if _WANTED and "reboot" not in _WANTED:
+        pytest.skip("INNOTIER_LAB_GROUPS does not select reboot")
+    run_dir = tmp_path / "lab"
+    times = []
+    try:
+        for boot, (test, end) in enumerate(BOOTS, start=1):
+            spec = vm.VmSpec(command=_command(test, boot), pmem=(), disks=(BACKING_DISK,), memory=2 << 30,
+                             timeout=1500, source=REPO, init="systemd", end=end)
+            result = vm.run(spec, lab_image_built, run_dir, fresh_disks=boot == 1,
+                            echo=lambda line: print(line, flush=True), progress=lambda m: print(m, flush=True))
+            console = (run_dir / "console.log").read_text(errors="replace")
+            out = run_dir / "share" / "out"
+            assert not result.timed_out, "time limit hit; console tail:\n" + "\n".join(result.console_tail)
+            assert result.exit_code == 0, f"boot {boot} ({test}) failed:\n{result.output[-6000:]}"
+            seconds = _passed(out / f"junit-{boot}.xml")
+            if end == "cut":
+                assert result.cut_after_done_seconds is not None
+                assert not any(s in console for s in KERNEL_SAYS.values()), "the guest shut down before the cut"
+            else:
+                assert KERNEL_SAYS[end] in console, "\n".join(result.console_tail)
+            times.append(f"boot {boot} ({end}): up {result.boot_seconds} s, total {result.total_seconds} s, "
+                         f"test {seconds:.0f} s")
+    finally:
+        vm.cleanup(run_dir)
+    recorded = run_dir / "share" / "out" / "recorded"
+    _record(f"lab VM pzram reboot ({result.accelerator}): " + "; ".join(times) + f"; load average {_load()}")
+    _record((recorded / "pzram-rpo.txt").read_text().strip())
+    for boot in (2, 4):
+        print(f"boot {boot} ordering (journalctl -b -o short-monotonic):\n"
+              + (recorded / f"pzram-boot{boot}-order.txt").read_text(), flush=True)

@@ -37,9 +37,8 @@ def sh(*argv: str, check: bool = True, input: str | None = None) -> subprocess.C
 # forked workers) end with the call.  A fresh process still runs where that is what is tested: `move apply`
 # SIGKILLed mid-copy (the crash point kills its own process; env set) and `sweep run`.
 IN_PROCESS = {("tiers", "create"), ("tiers", "destroy"), ("tiers", "list"), ("tiers", "bench"), ("move", "status"),
-              ("move", "plan"), ("move", "apply"), ("move", "resume"), ("move", "rollback"), ("move", "finalize"), ("move", "verify"),
-              ("persist", "install"),
-              ("persist", "restore"), ("profile", "lint"), ("tpcc", "run"), ("tpcc", "check")}
+              ("move", "plan"), ("move", "apply"), ("move", "resume"), ("move", "rollback"), ("move", "finalize"),
+              ("move", "verify"), ("persist", "install"), ("persist", "restore"), ("profile", "lint"), ("tpcc", "run"), ("tpcc", "check")}
 
 
 def cli(*args: str, check: bool = True, env: dict | None = None, fresh: bool = False) -> subprocess.CompletedProcess:

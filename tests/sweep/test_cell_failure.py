@@ -41,6 +41,8 @@ def test_a_non_innotier_exception_in_one_cell_fails_only_that_cell(tmp_path, wri
         return real_run(spec, cfg, **kw)
 
     monkeypatch.setattr(tpcc_driver, "run", crashing_driver)
+    # other tests' session-scoped sandboxes may be running; this test answers for the ones the sweep starts
+    running_before = {sb.name for sb in list_sandboxes() if sb.state() == SandboxState.RUNNING}
     plan = make_plan(load_spec(write_spec(SPEC)))
     lines: list[str] = []
     results = str(tmp_path / "results.db")
@@ -58,4 +60,5 @@ def test_a_non_innotier_exception_in_one_cell_fails_only_that_cell(tmp_path, wri
         assert ok.status == "ok" and ok.tpmc > 0 and ok.check_ok  # the sweep went on after the failure
         rep = build_report(store, plan.run_id, tmp_path / "report")
     assert f"- {failed.label} (block 1): RuntimeError: injected: the driver crashed" in rep.markdown.read_text()
-    assert not [sb for sb in list_sandboxes() if sb.state() == SandboxState.RUNNING]  # the failed cell's server stopped
+    left = [sb.name for sb in list_sandboxes() if sb.state() == SandboxState.RUNNING and sb.name not in running_before]
+    assert not left, left  # the failed cell's server stopped, and the other's

@@ -41,15 +41,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from datadir_mover.move.copy import copy_tree, recheck_sources, verify_tree, walk  # noqa: E402
+from benchhost import bench_home_with_tmpfs, loadavg  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.sweep import golden  # noqa: E402
 
 OPTIONS = {"innodb_buffer_pool_size": "1G", "innodb_log_file_size": "512M"}
 SIDES = ("innotier", "cp -a")
 
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 @dataclass
@@ -189,13 +187,7 @@ def main() -> int:
         print("copy_bench: run as root (it mounts a tmpfs)", file=sys.stderr)
         return 2
     home = Path(args.home)
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["INNOTIER_HOME"] = str(home)
-    tier = home / "copy-tier"
-    if tier.is_mount():
-        subprocess.run(["umount", str(tier)], check=True)  # left by an interrupted run
-    tier.mkdir(exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={args.tmpfs_size}", "tmpfs", str(tier)], check=True)
+    tier = bench_home_with_tmpfs(args.home, "copy-tier", args.tmpfs_size)
     print(f"copy_bench started, load average {loadavg()}; {os.uname().release}")
     datadirs: list[Datadir] = []
     try:

@@ -50,6 +50,7 @@ sys.path.insert(0, str(REPO))
 from datadir_mover.move import plan as planmod  # noqa: E402
 from datadir_mover.move import proof as proofmod  # noqa: E402
 from datadir_mover.move.executor import Executor, MoveHalted  # noqa: E402
+from benchhost import bench_home_with_tmpfs, loadavg  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.core.server import inspect  # noqa: E402
 from tuner.sweep import golden  # noqa: E402
@@ -59,9 +60,6 @@ from tuner.tpcc.config import RunConfig  # noqa: E402
 SANDBOX = "mvb"
 OPTIONS = {"innodb_buffer_pool_size": "1G", "innodb_log_file_size": "512M"}
 
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 # ---------------------------------------------------------------------------- the load
@@ -415,13 +413,7 @@ def main() -> int:
         print("move_bench: run as root (it mounts a tmpfs)", file=sys.stderr)
         return 2
     home = Path(args.home)
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["INNOTIER_HOME"] = str(home)
-    tier = home / "tier"
-    if tier.is_mount():
-        subprocess.run(["umount", str(tier)], check=True)  # left by an interrupted run
-    tier.mkdir(exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={args.tmpfs_size}", "tmpfs", str(tier)], check=True)
+    tier = bench_home_with_tmpfs(args.home, "tier", args.tmpfs_size)
     print(f"move_bench started, load average {loadavg()} (shared machine: other helpers may be running)")
     sb = None
     load = None

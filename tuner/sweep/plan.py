@@ -509,7 +509,7 @@ def print_plan(plan: Plan) -> None:
         f"{plan.flavor.value} {plan.version}"
     con.print(f"[bold]sweep {spec.name}[/bold] (run {plan.run_id}): {servers}, "
               f"driver {w.driver}/{w.mode}, W={w.warehouses}, warm-up {w.warmup:g} s, measure {w.duration:g} s, "
-              f"{spec.repeats} repeat(s)")
+              + (f"repeats: auto, up to {spec.repeats} blocks" if spec.adaptive else f"{spec.repeats} repeat(s)"))
     if spec.description:
         con.print(spec.description.splitlines()[0])
     tt = Table(title="tiers")

@@ -19,6 +19,10 @@ runs as innotier-lab.service after the server is up.  The mover finds the server
 - AppArmor enabled but securityfs unmounted: the plan refuses in one line saying what to mount;
 - the unconfined case: Debian's empty profile as shipped (the confining one unloaded): the plan says there
   is nothing to change and changes nothing.
+
+This module runs in the first boot of the reboot group (tests/lab/test_lab_reboot.py), before that boot's
+PZRAM test, which saves a boot: at its end the server is stopped and the host put back as it booted (see
+host_as_booted).
 """
 
 from __future__ import annotations
@@ -83,6 +87,23 @@ def _server_confinement() -> str:
 
 def _denials() -> list[str]:
     return [ln for ln in sh("dmesg").stdout.splitlines() if 'apparmor="DENIED"' in ln]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def host_as_booted():
+    """The reboot group's first boot goes on in this VM after this module: the server stopped, the profile,
+    its local include and the option files as they were at boot (the redo and tmpdir moves stay committed
+    here; the next test loads its own datadir), the RAID 10 and the tmpfs gone."""
+    profile, local = Path(PROFILE).read_text(), Path(LOCAL).read_text()
+    yield
+    sh("systemctl", "stop", "mariadb.service")
+    Path(DROPIN).unlink(missing_ok=True)
+    Path(PROFILE).write_text(profile)
+    Path(LOCAL).write_text(local)
+    sh("apparmor_parser", "-r", "-W", PROFILE)
+    for mount in (TMPFS, R10):
+        sh("umount", mount, check=False)
+    wipe_md(DISKS)
 
 
 @pytest.fixture(scope="module")

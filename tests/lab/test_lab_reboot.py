@@ -31,10 +31,11 @@ BOOTS = (("test_boot1_the_server_on_zram_persisted_by_the_timer_then_reboot", "r
 KERNEL_SAYS = {"reboot": "reboot: Restarting system", "poweroff": "reboot: Power down"}
 HOST_GROUP = "tests/lab/guest/test_in_host_mode.py"
 HOST_GROUP_TESTS = 8
-# /dev/vdb../dev/vde: the host-mode group's RAID 10; /dev/vdf: the backing store (two generations of the W=1
-# datadir and one being written); the NVDIMM: the host-mode group's DAX tier.  Every boot has the same machine.
-DISKS = (128 << 20,) * 4 + (2 << 30,)
-PMEM = (1 << 30,)
+# /dev/vdb: the backing store (two generations of the W=1 datadir and one being written), in every boot; boot 1
+# also has the host-mode group's four small disks (/dev/vdc../dev/vdf, its RAID 10) and NVDIMM (its DAX tier),
+# which the later boots leave out (they cost boot time: 35.5 s against 26.8 s without, the same run)
+BACKING_DISK = 2 << 30
+HOST_GROUP_DEVICES = {"disks": (BACKING_DISK,) + (128 << 20,) * 4, "pmem": (1 << 30,)}
 
 
 def _pytest(junit: str, tests: str) -> str:
@@ -83,7 +84,8 @@ def test_pzram_survives_a_reboot_a_poweroff_and_a_power_cut(lab_image_built, tmp
     times = []
     try:
         for boot, (test, end) in enumerate(BOOTS, start=1):
-            spec = vm.VmSpec(command=_command(test, boot), pmem=PMEM, disks=DISKS, memory=2 << 30,
+            devices = HOST_GROUP_DEVICES if boot == 1 else {"disks": (BACKING_DISK,), "pmem": ()}
+            spec = vm.VmSpec(command=_command(test, boot), **devices, memory=2 << 30,
                              timeout=1500, source=REPO, init="systemd", end=end)
             result = vm.run(spec, lab_image_built, run_dir, fresh_disks=boot == 1,
                             echo=lambda line: print(line, flush=True), progress=lambda m: print(m, flush=True))

@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 import mvhelpers
-from labhelpers import DISKS, cli, cli_json, record, sh, wipe_md
+from labhelpers import cli, cli_json, record, sh, wipe_md
 from datadir_mover.move import plan as planmod
 from datadir_mover.move.executor import Executor
 from tuner.core.errors import MoveError
@@ -56,6 +56,7 @@ SOCKET = "/run/mysqld/mysqld.sock"
 PROFILE = "/etc/apparmor.d/usr.sbin.mariadbd"
 LOCAL = "/etc/apparmor.d/local/usr.sbin.mariadbd"
 DROPIN = "/etc/mysql/mariadb.conf.d/99-innotier-placement.cnf"
+RAID_DISKS = [f"/dev/vd{c}" for c in "cdef"]   # /dev/vdb is the reboot group's backing disk (it boots this machine)
 
 
 def _spec() -> ConnectionSpec:
@@ -103,7 +104,7 @@ def host_as_booted():
     sh("apparmor_parser", "-r", "-W", PROFILE)
     for mount in (TMPFS, R10):
         sh("umount", mount, check=False)
-    wipe_md(DISKS)
+    wipe_md(RAID_DISKS)
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +130,8 @@ def at_boot():
 def r10():
     """RAID 10 over the four small disks, its initial resync (256 MiB) let finish before the move: with the
     resync still going (throttled) the server's start on the array took much longer (docs/production-server.md)."""
-    wipe_md(DISKS)
-    cli("tiers", "create", "raid", "--level", "10", "--devices", *DISKS, "--name", "r10", "--chunk", "64K",
+    wipe_md(RAID_DISKS)
+    cli("tiers", "create", "raid", "--level", "10", "--devices", *RAID_DISKS, "--name", "r10", "--chunk", "64K",
         "--mount", R10)
     sh("mdadm", "--wait", "/dev/md/r10", check=False)   # exit 1 when there was nothing to wait for
     return R10

@@ -5,7 +5,7 @@ this module's state between boots is a JSON file in the run share ($LAB_OUT, on 
 
 1. `mariadb.service` (the W=1 TPC-C golden datadir as its data) moved onto an ext4 zram tier at /mnt/zram,
    `innotier persist install` into the real systemd with the backing store on a persistent virtual disk
-   (/dev/vdf at /srv/pzram, in fstab); the DBA's boot unit for the tier (a zram device is empty after every
+   (/dev/vdb at /srv/pzram, in fstab); the DBA's boot unit for the tier (a zram device is empty after every
    boot); rows committed, the timer stopped, more rows; then `systemctl reboot`.  (The timer's own
    generation, within two intervals, is proven at boot 3, where the power cut needs one anyway.)
 2. After the reboot: the journal and the units' timestamps show the restore ran before mariadb.service; the
@@ -38,7 +38,7 @@ from tuner.sweep import golden as golden_mod
 
 SOCKET = "/run/mysqld/mysqld.sock"
 TIER, TARGET = "/mnt/zram", "/mnt/zram/mysql"
-BACKING_DISK, BACKING_MNT = "/dev/vdf", "/srv/pzram"   # after the host-mode group's four small disks
+BACKING_DISK, BACKING_MNT = "/dev/vdb", "/srv/pzram"
 BACKING = f"{BACKING_MNT}/backing"
 INTERVAL = int(os.environ.get("LAB_PZRAM_INTERVAL", "30"))   # seconds; a W=1 sync (~9 s under TCG) fits in it
 SYNC_DEADLINE = 600        # seconds a sync may take under emulation before the wait gives up

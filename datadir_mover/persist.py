@@ -424,9 +424,18 @@ def check_generation(gen: Generation) -> None:
                             "restored: restore the previous generation by hand or take a new copy")
 
 
+def require_tier_mounted(tier: str) -> None:
+    """At boot the tier's mount may not have come up: a restore would fill the directory on the root file
+    system instead, and the server would run there, unpersisted."""
+    if not os.path.ismount(tier):
+        raise TierError(f"tier {tier} is not mounted (its directory is on its parent's file system); mount the "
+                        "tier first, then restore")
+
+
 def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_needed: bool = False) -> dict[str, Any]:
     """Replace every InnoDB location with the current generation, all together; the server must be stopped."""
     cfg = load_config(backing)
+    require_tier_mounted(cfg.tier)
     # --if-needed first: `persist install` starts the restore unit on a live server whose tier is intact
     if if_needed and not restore_needed(cfg):
         return {"restored": False, "reason": "the tier still holds the server's files"}

@@ -1,5 +1,9 @@
 """PZRAM across a real reboot, a clean power-off and a power cut: one machine (host mode) booted four times.
 
+Boot 1 first runs the host-mode group (tests/lab/guest/test_in_host_mode.py: the system server's moves under
+enforced AppArmor, in a pytest session of its own) and then boot 1's test: one boot and one qemu start
+fewer than a boot of its own; the host-mode group leaves the server stopped and the host as it booted.
+
 Each boot runs one test of tests/lab/guest/test_in_host_reboot.py (the guest side says what each proves) and
 ends its own way (vm.VmSpec.end): boot 1 with `systemctl reboot` (the whole shutdown; qemu runs with
 -no-reboot, so it exits at the kernel's restart and this side boots the same disks again, which is what a
@@ -25,21 +29,33 @@ BOOTS = (("test_boot1_the_server_on_zram_persisted_by_the_timer_then_reboot", "r
          ("test_boot3_after_the_poweroff_every_row_then_a_commit_past_the_last_sync", "cut"),
          ("test_boot4_after_the_power_cut_the_state_is_the_last_sync_exactly", "cut"))
 KERNEL_SAYS = {"reboot": "reboot: Restarting system", "poweroff": "reboot: Power down"}
-BACKING_DISK = 2 << 30   # /dev/vdb: two generations of the W=1 datadir and one being written
+HOST_GROUP = "tests/lab/guest/test_in_host_mode.py"
+HOST_GROUP_TESTS = 8
+# /dev/vdb: the backing store (two generations of the W=1 datadir and one being written), in every boot; boot 1
+# also has the host-mode group's four small disks (/dev/vdc../dev/vdf, its RAID 10) and NVDIMM (its DAX tier),
+# which the later boots leave out (nothing after boot 1's first session uses them)
+BACKING_DISK = 2 << 30
+HOST_GROUP_DEVICES = {"disks": (BACKING_DISK,) + (128 << 20,) * 4, "pmem": (1 << 30,)}
+
+
+def _pytest(junit: str, tests: str) -> str:
+    return (f"/opt/innotier/bin/python -m pytest -v -p no:cacheprovider -rfEs --timeout=900 "
+            f"--junitxml=/mnt/lab/out/{junit} {tests}")
 
 
 def _command(test: str, boot: int) -> tuple[str, ...]:
-    """The boot's pytest, then the moment it ended (the power cut follows it at once) into the share."""
-    pytest_argv = (f"/opt/innotier/bin/python -m pytest -v -p no:cacheprovider -rfEs --timeout=900 "
-                   f"--junitxml=/mnt/lab/out/junit-{boot}.xml {GUEST}::{test}")
-    return ("sh", "-c", f"{pytest_argv}; rc=$?; date +%s.%N > /mnt/lab/out/cut-at; exit $rc")
+    """The boot's pytest (boot 1: the host-mode group's first, stopping at its failure), then the moment it
+    ended (the power cut follows it at once) into the share."""
+    first = _pytest("junit-host.xml", HOST_GROUP) + " && " if boot == 1 else ""
+    return ("sh", "-c", f"{first}{_pytest(f'junit-{boot}.xml', f'{GUEST}::{test}')}; rc=$?; "
+            "date +%s.%N > /mnt/lab/out/cut-at; exit $rc")
 
 
-def _passed(junit) -> float:
+def _passed(junit, tests: int = 1) -> float:
     suite = ET.parse(junit).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
     counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-    assert counts == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}, counts
+    assert counts == {"tests": tests, "failures": 0, "errors": 0, "skipped": 0}, (junit.name, counts)
     return sum(float(c.get("time", 0)) for c in suite.iter("testcase"))
 
 
@@ -62,13 +78,14 @@ def test_boot_ends_reboot_and_cut_only_in_host_mode_and_again_only_on_an_earlier
 @pytest.mark.root
 @pytest.mark.timeout(6000)   # each boot's own limit (1500 s) ends a hung one first
 def test_pzram_survives_a_reboot_a_poweroff_and_a_power_cut(lab_image_built, tmp_path):
-    if _WANTED and "reboot" not in _WANTED:
-        pytest.skip("INNOTIER_LAB_GROUPS does not select reboot")
+    if _WANTED and not {"reboot", "host"} & set(_WANTED):
+        pytest.skip("INNOTIER_LAB_GROUPS selects neither reboot nor host (they share a machine)")
     run_dir = tmp_path / "lab"
     times = []
     try:
         for boot, (test, end) in enumerate(BOOTS, start=1):
-            spec = vm.VmSpec(command=_command(test, boot), pmem=(), disks=(BACKING_DISK,), memory=2 << 30,
+            devices = HOST_GROUP_DEVICES if boot == 1 else {"disks": (BACKING_DISK,), "pmem": ()}
+            spec = vm.VmSpec(command=_command(test, boot), **devices, memory=2 << 30,
                              timeout=1500, source=REPO, init="systemd", end=end)
             result = vm.run(spec, lab_image_built, run_dir, fresh_disks=boot == 1,
                             echo=lambda line: print(line, flush=True), progress=lambda m: print(m, flush=True))
@@ -76,6 +93,9 @@ def test_pzram_survives_a_reboot_a_poweroff_and_a_power_cut(lab_image_built, tmp
             out = run_dir / "share" / "out"
             assert not result.timed_out, "time limit hit; console tail:\n" + "\n".join(result.console_tail)
             assert result.exit_code == 0, f"boot {boot} ({test}) failed:\n{result.output[-6000:]}"
+            host_group = ""
+            if boot == 1:
+                host_group = f"host-mode group {_passed(out / 'junit-host.xml', HOST_GROUP_TESTS):.0f} s, "
             seconds = _passed(out / f"junit-{boot}.xml")
             if end == "cut":
                 assert result.cut_after_done_seconds is not None
@@ -83,7 +103,7 @@ def test_pzram_survives_a_reboot_a_poweroff_and_a_power_cut(lab_image_built, tmp
             else:
                 assert KERNEL_SAYS[end] in console, "\n".join(result.console_tail)
             times.append(f"boot {boot} ({end}): up {result.boot_seconds} s, total {result.total_seconds} s, "
-                         f"test {seconds:.0f} s")
+                         f"{host_group}test {seconds:.0f} s")
     finally:
         vm.cleanup(run_dir)
     recorded = run_dir / "share" / "out" / "recorded"

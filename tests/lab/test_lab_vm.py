@@ -34,11 +34,10 @@ from datadir_mover.lab import vm
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.root]
 GROUPS = ("test_in_guest_devices.py", "test_in_guest_moves.py", "test_in_guest_sweep.py")
-HOST_GROUP = "test_in_host_mode.py"   # its own boot: systemd as PID 1 (host mode)
-# INNOTIER_LAB_GROUPS=moves,sweep (or host) runs only those groups (while working on one); CI runs them all
+# the host-mode group (systemd as PID 1) runs in the first boot of the reboot group: tests/lab/test_lab_reboot.py
+# INNOTIER_LAB_GROUPS=moves,sweep (or host, reboot) runs only those groups (while working on one); CI runs them all
 _WANTED = [g for g in os.environ.get("INNOTIER_LAB_GROUPS", "").split(",") if g]
 SELECTED = tuple(g for g in GROUPS if not _WANTED or g[len("test_in_guest_"):-3] in _WANTED)
-HOST_SELECTED = not _WANTED or "host" in _WANTED
 # passed on to the guest: LAB_SWEEP_LEVELS=0,5,10 runs fewer cells of the raid-level sweep
 GUEST_ENV = tuple((k, os.environ[k]) for k in ("LAB_SWEEP_LEVELS",) if k in os.environ)
 PMEM = (1 << 30, 256 << 20)
@@ -126,15 +125,3 @@ def test_devices_moves_and_sweep_in_one_vm_boot(lab_image_built, tmp_path):
     keep = os.environ.get("INNOTIER_LAB_RECORD_TO")   # how tests/fixtures/recorded/hardware-lab was made
     if keep:
         shutil.copytree(recorded, keep, dirs_exist_ok=True)
-
-
-@pytest.mark.timeout(1500)
-def test_host_mode_moves_the_system_server_under_enforced_apparmor(lab_image_built, tmp_path):
-    """One boot with systemd as PID 1: boot time (qemu start to the command, mariadb.service up) is recorded."""
-    if not HOST_SELECTED:
-        pytest.skip("INNOTIER_LAB_GROUPS does not select host")
-    # four small disks: the RAID 10 the redo log moves onto
-    _, suite = run_groups(lab_image_built, (HOST_GROUP,), tmp_path / "lab", timeout=1200, pmem=(1 << 30,),
-                          disks=(128 << 20,) * 4, init="systemd")
-    _assert_all_passed(suite, at_least=8)
-    assert set(group_seconds(suite)) == {HOST_GROUP[:-3]}

@@ -111,6 +111,15 @@ def test_power_loss_restores_last_consistent_sync(volatile_box, cli):
         stop.set()
         writer.join()
     mvhelpers.unmount(tier)  # the tier's contents are gone
+    # the tier's mount did not come up (as at a boot where it failed): restore refuses, filling nothing
+    backing_before = sorted(os.listdir(backing))
+    for if_needed in ((), ("--if-needed",)):
+        r = cli("persist", "restore", "--backing", backing, "--yes", *if_needed)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 6 and len(lines) == 1, (r.returncode, r.stderr)
+        assert f"tier {tier} is not mounted" in lines[0] and "mount the tier first" in lines[0], lines[0]
+    assert not mvhelpers.is_mounted(tier) and not os.listdir(tier)
+    assert sorted(os.listdir(backing)) == backing_before and not Path(backing, "restore-state.json").exists()
     mvhelpers.mount_tmpfs(tier, "512M")
     assert not os.listdir(tier)
 

@@ -19,6 +19,10 @@ runs as innotier-lab.service after the server is up.  The mover finds the server
 - AppArmor enabled but securityfs unmounted: the plan refuses in one line saying what to mount;
 - the unconfined case: Debian's empty profile as shipped (the confining one unloaded): the plan says there
   is nothing to change and changes nothing.
+
+This module runs in the first boot of the reboot group (tests/lab/test_lab_reboot.py), before that boot's
+PZRAM test, which saves a boot: at its end the server is stopped and the host put back as it booted (see
+host_as_booted).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 import pytest
 
 import mvhelpers
-from labhelpers import DISKS, cli, cli_json, record, sh, wipe_md
+from labhelpers import cli, cli_json, record, sh, wipe_md
 from datadir_mover.move import plan as planmod
 from datadir_mover.move.executor import Executor
 from tuner.core.errors import MoveError
@@ -52,6 +56,7 @@ SOCKET = "/run/mysqld/mysqld.sock"
 PROFILE = "/etc/apparmor.d/usr.sbin.mariadbd"
 LOCAL = "/etc/apparmor.d/local/usr.sbin.mariadbd"
 DROPIN = "/etc/mysql/mariadb.conf.d/99-innotier-placement.cnf"
+RAID_DISKS = [f"/dev/vd{c}" for c in "cdef"]   # /dev/vdb is the reboot group's backing disk (it boots this machine)
 
 
 def _spec() -> ConnectionSpec:
@@ -85,6 +90,23 @@ def _denials() -> list[str]:
     return [ln for ln in sh("dmesg").stdout.splitlines() if 'apparmor="DENIED"' in ln]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def host_as_booted():
+    """The reboot group's first boot goes on in this VM after this module: the server stopped, the profile,
+    its local include and the option files as they were at boot (the redo and tmpdir moves stay committed
+    here; the next test loads its own datadir), the RAID 10 and the tmpfs gone."""
+    profile, local = Path(PROFILE).read_text(), Path(LOCAL).read_text()
+    yield
+    sh("systemctl", "stop", "mariadb.service")
+    Path(DROPIN).unlink(missing_ok=True)
+    Path(PROFILE).write_text(profile)
+    Path(LOCAL).write_text(local)
+    sh("apparmor_parser", "-r", "-W", PROFILE)
+    for mount in (TMPFS, R10):
+        sh("umount", mount, check=False)
+    wipe_md(RAID_DISKS)
+
+
 @pytest.fixture(scope="module")
 def rows():
     """A schema of the DBA's, and its checksums: every move must leave them equal."""
@@ -108,8 +130,8 @@ def at_boot():
 def r10():
     """RAID 10 over the four small disks, its initial resync (256 MiB) let finish before the move: with the
     resync still going (throttled) the server's start on the array took much longer (docs/production-server.md)."""
-    wipe_md(DISKS)
-    cli("tiers", "create", "raid", "--level", "10", "--devices", *DISKS, "--name", "r10", "--chunk", "64K",
+    wipe_md(RAID_DISKS)
+    cli("tiers", "create", "raid", "--level", "10", "--devices", *RAID_DISKS, "--name", "r10", "--chunk", "64K",
         "--mount", R10)
     sh("mdadm", "--wait", "/dev/md/r10", check=False)   # exit 1 when there was nothing to wait for
     return R10

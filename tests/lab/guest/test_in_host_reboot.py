@@ -40,7 +40,7 @@ SOCKET = "/run/mysqld/mysqld.sock"
 TIER, TARGET = "/mnt/zram", "/mnt/zram/mysql"
 BACKING_DISK, BACKING_MNT = "/dev/vdb", "/srv/pzram"
 BACKING = f"{BACKING_MNT}/backing"
-INTERVAL = int(os.environ.get("LAB_PZRAM_INTERVAL", "60"))   # seconds; a W=1 sync takes well under it under TCG
+INTERVAL = int(os.environ.get("LAB_PZRAM_INTERVAL", "30"))   # seconds; a W=1 sync (~9 s under TCG) fits in it
 SYNC_DEADLINE = 600        # seconds a sync may take under emulation before the wait gives up
 CUT_MARGIN = 10.0          # the cut happens at least this long before the timer's next sync starts
 RESTORE_UNIT = f"innotier-persist-{persist.unit_slug(TIER)}.service"

@@ -175,6 +175,10 @@ def configure(spec: ConnectionSpec, tier: str, backing: str, interval: str, serv
     tier_p, backing_p = os.path.abspath(tier), os.path.abspath(backing)
     if not os.path.isdir(tier_p):
         raise TierError(f"tier {tier_p} is not a directory; mount the tier first (innotier tiers create ...)")
+    if not os.path.ismount(tier_p):
+        # restore checks the same at boot: a tier whose mount did not come up must not be filled on the parent
+        raise TierError(f"tier {tier_p} is not a mount point; give the tier's mount point (the directory the "
+                        "RAM disk is mounted on), not a directory inside or beside it")
     if _under(backing_p, tier_p):
         raise UsageError(f"backing directory {backing_p} is on the tier {tier_p} itself; put it on persistent storage")
     model = inspect(spec)

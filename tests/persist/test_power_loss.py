@@ -77,6 +77,11 @@ def test_install_renders_and_verifies_units(volatile_box, cli, tmp_path):
     bad = cli("persist", "install", "--sandbox", sb.name, "--tier", tier, "--backing", f"{tier}/bk",
               "--unit-dir", str(units))
     assert bad.returncode == 2 and "persistent storage" in bad.stderr
+    # a directory inside the tier is not the tier: restore could not tell at boot whether its mount came up
+    inside = cli("persist", "install", "--sandbox", sb.name, "--tier", f"{tier}/mysql", "--backing",
+                 str(tmp_path / "bk2"), "--unit-dir", str(tmp_path / "units2"))
+    assert inside.returncode == 6 and inside.stderr.count("\n") == 1 and "not a mount point" in inside.stderr
+    assert not (tmp_path / "bk2").exists() and not (tmp_path / "units2").exists()
 
 
 @pytest.mark.root

@@ -22,11 +22,12 @@ Layout of the backing directory (on persistent storage)::
 A sync writes ``generations/.tmp-<id>``, prepares it, fsyncs every file and directory,
 writes its manifest and COMPLETE marker, renames it into place and only then flips
 ``current.json`` (write, fsync, rename): the previous generation stays until the new one is
-complete, and is kept one more round.  A restore uses only ``current``'s generation, checks
-its manifest, stages every destination (datadir, ibdata, redo, undo directories) beside
-itself, then swaps them in: data files and redo always come from the same generation
-(MariaDB 10.8+ refuses to start without ib_logfile0, MDEV-27199; a mix of generations would
-start and be silently corrupt).
+complete, and is kept one more round.  A restore uses only ``current``'s generation: it
+stages every destination (datadir, ibdata, redo, undo directories) beside itself in one read
+of the generation, hashing the bytes as it copies them, checks those digests and the set of
+files against the manifest, and only then swaps them in: data files and redo always come
+from the same generation (MariaDB 10.8+ refuses to start without ib_logfile0, MDEV-27199; a
+mix of generations would start and be silently corrupt).
 
 Recovery point: a power loss loses what was committed after the last complete sync.  With
 a timer every ``interval`` and syncs taking ``d`` seconds, the worst case is ``interval + d``.
@@ -52,7 +53,7 @@ from tuner.core.durable import fsync_dir, write_atomic, write_json_atomic
 from tuner.core.errors import InnotierError, TierError, ToolMissing, UsageError
 from tuner.core.server import ConnectionSpec, Flavor, ServerModel, inspect
 
-from datadir_mover.move.copy import copy_tree, digest_file, walk
+from datadir_mover.move.copy import Manifest, copy_tree, digest_file, walk
 from tuner.core.sandbox import Sandbox, SandboxState
 
 # metadata files mariadb-backup / xtrabackup leave in a backup: never restored into a datadir
@@ -413,19 +414,44 @@ def restore_needed(cfg: PersistConfig) -> bool:
     return not os.path.isdir(loc.datadir) or not all(os.path.exists(p) for p in must)
 
 
-def check_generation(gen: Generation) -> None:
+def _complete_manifest(gen: Generation) -> dict[str, dict[str, Any]]:
+    """The generation's manifest, once its COMPLETE marker says the sync that wrote it finished."""
     g = Path(gen.path)
     if not (g / "COMPLETE").exists():
         raise TierError(f"generation {gen.id} is not complete; it cannot be restored (and `current` should never "
                         "name it): check the backing directory")
-    manifest = json.loads((g / "manifest.json").read_text())
+    return json.loads((g / "manifest.json").read_text())
+
+
+def _damaged(gen: Generation, rel: str) -> TierError:
+    return TierError(f"generation {gen.id} is damaged ({rel} does not match its manifest); nothing was "
+                     "restored: restore the previous generation by hand or take a new copy")
+
+
+def _check_file(gen: Generation, rel: str, meta: dict[str, Any]) -> None:
+    p = Path(gen.path, "data", rel)
+    if not p.exists() or p.stat().st_size != meta["size"] or digest_file(str(p), drop_cache=False) != meta["digest"]:
+        raise _damaged(gen, rel)
+
+
+def _check_staged(gen: Generation, manifest: dict[str, dict[str, Any]], staged: list[Manifest]) -> None:
+    """What the staging copies read from the generation is exactly its manifest: the same files and directories,
+    each file's size and digest (taken from the bytes read, which are the bytes written to the stage) equal to
+    the manifest's.  The backup metadata a restore leaves out is read and checked here on its own."""
+    read = {rel: rec for m in staged for rel, rec in m.records.items() if rec.kind in ("file", "dir")}
+    expected = {}
     for rel, meta in manifest.items():
-        if meta.get("dir"):
-            continue
-        p = g / "data" / rel
-        if not p.exists() or p.stat().st_size != meta["size"] or digest_file(str(p), drop_cache=False) != meta["digest"]:
-            raise TierError(f"generation {gen.id} is damaged ({rel} does not match its manifest); nothing was "
-                            "restored: restore the previous generation by hand or take a new copy")
+        if not BACKUP_METADATA.match(rel.split("/")[0]):
+            expected[rel] = meta
+        elif not meta.get("dir"):
+            _check_file(gen, rel, meta)
+    for rel in sorted(set(expected) ^ set(read)):   # missing from the generation, or not in its manifest
+        raise _damaged(gen, rel)
+    for rel, rec in sorted(read.items()):
+        meta = expected[rel]
+        if bool(meta.get("dir")) != (rec.kind == "dir") or (
+                rec.kind == "file" and (rec.size, rec.digest) != (meta["size"], meta["digest"])):
+            raise _damaged(gen, rel)
 
 
 def require_tier_mounted(tier: str) -> None:
@@ -451,7 +477,7 @@ def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_neede
         raise TierError(f"no consistent copy in {backing} yet; nothing to restore (take one with `innotier persist sync`)")
     fd = _lock(backing, "restore")
     try:
-        check_generation(gen)
+        manifest = _complete_manifest(gen)
         loc = cfg.locations
         src = Path(gen.path, "data")
         plan: dict[str, list[str]] = {d: [] for d in loc.dirs()}
@@ -459,20 +485,9 @@ def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_neede
             if BACKUP_METADATA.match(name):
                 continue
             plan[loc.destination(name)].append(name)
-        state = {"generation": gen.id, "dirs": sorted(plan), "phase": "staging"}
-        write_json_atomic(Path(backing, "restore-state.json"), state, mode=0o600)
-        staged = {}
-        for d, names in plan.items():
-            stage = Path(os.path.dirname(d.rstrip("/")), f".{os.path.basename(d.rstrip('/'))}.innotier-restore")
-            if stage.exists():
-                shutil.rmtree(stage)
-            Path(stage.parent).mkdir(parents=True, exist_ok=True)
-            stage.mkdir(mode=0o750)
-            echo(f"staging {len(names)} entries of generation {gen.id} for {d}")
-            copy_tree(src, stage, walk(src, names), verify=True)
-            _chown_tree(stage, loc.uid, loc.gid)
-            staged[d] = stage
-        state["phase"] = "swapping"
+        staged = _stage(gen, manifest, plan, loc, echo)
+        # from here the server's directories change: an interrupted swap makes the next --if-needed restore
+        state = {"generation": gen.id, "dirs": sorted(plan), "phase": "swapping"}
         write_json_atomic(Path(backing, "restore-state.json"), state, mode=0o600)
         kept = []
         stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -480,7 +495,7 @@ def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_neede
             dp = Path(d)
             if os.path.ismount(dp):
                 raise TierError(f"{d} is a mount point; keep the server's directories below the mount "
-                                "(e.g. {d}/mysql) so a restore can swap them")
+                                f"(e.g. {d}/mysql) so a restore can swap them")
             if dp.exists():
                 if any(dp.iterdir()):
                     old = dp.parent / f".{dp.name}.innotier-pre-restore-{stamp}"
@@ -496,6 +511,33 @@ def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_neede
                 "kept_previous_contents": kept}
     finally:
         os.close(fd)
+
+
+def _stage(gen: Generation, manifest: dict[str, dict[str, Any]], plan: dict[str, list[str]], loc: Locations,
+           echo: Callable[[str], None]) -> dict[str, Path]:
+    """Copy the generation into a staging directory beside each destination, in one read of the generation: the
+    copies hash what they read, and that is checked against the manifest before anything else is touched.  On
+    any failure the staging directories are removed; nothing outside them was written."""
+    src = Path(gen.path, "data")
+    staged: dict[str, Path] = {}
+    try:
+        read = []
+        for d, names in plan.items():
+            stage = Path(os.path.dirname(d.rstrip("/")), f".{os.path.basename(d.rstrip('/'))}.innotier-restore")
+            if stage.exists():
+                shutil.rmtree(stage)
+            Path(stage.parent).mkdir(parents=True, exist_ok=True)
+            stage.mkdir(mode=0o750)
+            staged[d] = stage
+            echo(f"staging {len(names)} entries of generation {gen.id} for {d}")
+            read.append(copy_tree(src, stage, walk(src, names), verify=True)[0])
+            _chown_tree(stage, loc.uid, loc.gid)
+        _check_staged(gen, manifest, read)
+    except BaseException:
+        for stage in staged.values():
+            shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return staged
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:

@@ -53,7 +53,7 @@ from tuner.core.durable import fsync_dir, write_atomic, write_json_atomic
 from tuner.core.errors import InnotierError, TierError, ToolMissing, UsageError
 from tuner.core.server import ConnectionSpec, Flavor, ServerModel, inspect
 
-from datadir_mover.move.copy import Manifest, copy_tree, digest_file, walk
+from datadir_mover.move.copy import FileRecord, Manifest, copy_tree, digest_file, walk
 from tuner.core.sandbox import Sandbox, SandboxState
 
 # metadata files mariadb-backup / xtrabackup leave in a backup: never restored into a datadir
@@ -301,11 +301,13 @@ def _backup_online(cfg: PersistConfig, spec: ConnectionSpec, dest: Path) -> None
         conn.close()
 
 
-def _copy_offline(cfg: PersistConfig, dest: Path) -> None:
-    """The server is stopped cleanly: copy every InnoDB location's files together into one datadir layout."""
+def _copy_offline(cfg: PersistConfig, dest: Path) -> dict[str, FileRecord]:
+    """The server is stopped cleanly: copy every InnoDB location's files together into one datadir layout; what
+    the copies recorded (each file's digest, its copy read back and matched)."""
     loc = cfg.locations
     dest.mkdir(parents=True, exist_ok=True)
     seen: set[str] = set()
+    copied: dict[str, FileRecord] = {}
     for d in loc.dirs():
         if not os.path.isdir(d):
             raise TierError(f"{d} is missing, so the server's files are not all there; an offline sync would be "
@@ -313,11 +315,15 @@ def _copy_offline(cfg: PersistConfig, dest: Path) -> None:
         names = [n for n in sorted(os.listdir(d)) if loc.destination(n) == d and n not in seen
                  and not re.match(r"^(ibtmp\d+|.*\.pid|.*\.sock.*)$", n)]
         seen.update(names)
-        copy_tree(d, dest, walk(d, names), verify=True)
+        copied.update(copy_tree(d, dest, walk(d, names), verify=True)[0].records)
+    return copied
 
 
-def _seal(gen_dir: Path) -> tuple[int, int]:
-    """fsync every file and directory of a generation and write its manifest; (files, bytes)."""
+def _seal(gen_dir: Path, copied: dict[str, FileRecord] | None = None) -> tuple[int, int]:
+    """fsync every file and directory of a generation and write its manifest; (files, bytes).
+
+    A file in ``copied`` whose copy was read back and matched, and is unchanged since, gets the digest its copy
+    recorded; every other file (an online backup's) is read and hashed here."""
     data = gen_dir / "data"
     records = {}
     total = 0
@@ -329,7 +335,8 @@ def _seal(gen_dir: Path) -> tuple[int, int]:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            records[rel] = {"size": st.st_size, "digest": digest_file(str(p), drop_cache=False)}
+            records[rel] = {"size": st.st_size, "digest": _verified_digest((copied or {}).get(rel), st)
+                            or digest_file(str(p), drop_cache=False)}
             total += st.st_size
         elif stat.S_ISDIR(st.st_mode):
             records[rel] = {"dir": True}
@@ -340,6 +347,17 @@ def _seal(gen_dir: Path) -> tuple[int, int]:
     write_json_atomic(gen_dir / "manifest.json", records, mode=0o600)
     write_atomic(gen_dir / "COMPLETE", f"{time.time()}\n", mode=0o600)
     return sum(1 for m in records.values() if not m.get("dir")), total
+
+
+def _verified_digest(rec: FileRecord | None, st: os.stat_result) -> str | None:
+    """The digest a copy recorded, if its target (the file ``st`` describes) was read back and matched it and has
+    not changed since (same size, inode, mtime and ctime as right after the read-back)."""
+    if rec is None or rec.kind != "file" or not rec.verified or rec.digest is None:
+        return None
+    if (rec.size, rec.target_ino, rec.target_mtime_ns, rec.target_ctime_ns) != (
+            st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns):
+        return None
+    return rec.digest
 
 
 def sync(backing: str, offline: bool = False, echo: Callable[[str], None] = lambda s: None) -> Generation:
@@ -364,9 +382,10 @@ def sync(backing: str, offline: bool = False, echo: Callable[[str], None] = lamb
         tmp = gdir / f".tmp-{gen_id}"
         tmp.mkdir(mode=0o700)
         t0 = time.time()
+        copied = None
         if offline:
             echo(f"copying the stopped server's files into generation {gen_id}")
-            _copy_offline(cfg, tmp / "data")
+            copied = _copy_offline(cfg, tmp / "data")
             method = OFFLINE_METHOD
         else:
             echo(f"{cfg.method} --backup and --prepare into generation {gen_id}")
@@ -374,7 +393,7 @@ def sync(backing: str, offline: bool = False, echo: Callable[[str], None] = lamb
             _backup_online(cfg, spec, tmp / "data")
             method = cfg.method
         finished = time.time()
-        files, nbytes = _seal(tmp)
+        files, nbytes = _seal(tmp, copied)
         final = gdir / gen_id
         os.rename(tmp, final)
         fsync_dir(gdir)

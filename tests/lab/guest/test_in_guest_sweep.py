@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from labhelpers import BIG_DISKS, cli, slow_resync, wipe_md
+from labhelpers import BIG_DISKS, cli, note_time, slow_resync, wipe_md
 from tuner.sweep.results import ResultsStore
 from tuner.sweep.spec import SPECS_DIR
 
@@ -63,6 +63,8 @@ def test_raid_level_sweep_builds_each_array_and_reports(tmp_path):
         cells = store.cells(out["run_id"])
     assert sorted(c.label for c in cells) == sorted(c.label for c in cells if c.status == "ok") and cells
     for c in cells:
+        for phase, seconds in c.phases.items():   # where a cell's time goes: times.log, printed by the host
+            note_time(f"sweep cell {c.label}: {phase}", seconds)
         tier = c.settings["placement"]["datadir"]
         facts = c.tiers["facts"][tier]
         assert facts["kind"] == "md-raid" and facts["raid"]["level"] == f"raid{tier[4:]}", facts

@@ -316,9 +316,15 @@ def test_boot3_after_the_poweroff_every_row_then_a_commit_past_the_last_sync():
     checksum, ids = _commits_checksum(), _ids()     # nothing writes from here to the commit after the last sync
     taken = time.time()
     last = _timer_generation(taken)
-    # the cut must come before another sync could complete: none running, the next one not about to start
-    while sh("systemctl", "is-active", SYNC_UNIT, check=False).stdout.strip() != "inactive" \
-            or _seconds_to_next_sync() < CUT_MARGIN or _current().id != last.id:
+    # the cut must come before another sync could complete: none running, the next one not about to start.  The
+    # sync that wrote `last` is still finishing right after its flip (it prunes, then exits): wait for its end
+    # rather than for another whole interval's generation
+    while True:
+        wait_for(lambda: sh("systemctl", "is-active", SYNC_UNIT, check=False).stdout.strip() == "inactive",
+                 timeout=SYNC_DEADLINE, interval=0.5, what=f"{SYNC_UNIT} to finish")
+        if _seconds_to_next_sync() >= CUT_MARGIN and _current().id == last.id \
+                and sh("systemctl", "is-active", SYNC_UNIT, check=False).stdout.strip() == "inactive":
+            break
         last = _timer_generation(last.started_at)
     lost = _commit_rows("after-last-sync", 5)
     status = persist.status(BACKING)

@@ -22,11 +22,12 @@ Layout of the backing directory (on persistent storage)::
 A sync writes ``generations/.tmp-<id>``, prepares it, fsyncs every file and directory,
 writes its manifest and COMPLETE marker, renames it into place and only then flips
 ``current.json`` (write, fsync, rename): the previous generation stays until the new one is
-complete, and is kept one more round.  A restore uses only ``current``'s generation, checks
-its manifest, stages every destination (datadir, ibdata, redo, undo directories) beside
-itself, then swaps them in: data files and redo always come from the same generation
-(MariaDB 10.8+ refuses to start without ib_logfile0, MDEV-27199; a mix of generations would
-start and be silently corrupt).
+complete, and is kept one more round.  A restore uses only ``current``'s generation: it
+stages every destination (datadir, ibdata, redo, undo directories) beside itself in one read
+of the generation, hashing the bytes as it copies them, checks those digests and the set of
+files against the manifest, and only then swaps them in: data files and redo always come
+from the same generation (MariaDB 10.8+ refuses to start without ib_logfile0, MDEV-27199; a
+mix of generations would start and be silently corrupt).
 
 Recovery point: a power loss loses what was committed after the last complete sync.  With
 a timer every ``interval`` and syncs taking ``d`` seconds, the worst case is ``interval + d``.
@@ -52,7 +53,7 @@ from tuner.core.durable import fsync_dir, write_atomic, write_json_atomic
 from tuner.core.errors import InnotierError, TierError, ToolMissing, UsageError
 from tuner.core.server import ConnectionSpec, Flavor, ServerModel, inspect
 
-from datadir_mover.move.copy import copy_tree, digest_file, walk
+from datadir_mover.move.copy import FileRecord, Manifest, copy_tree, digest_file, walk
 from tuner.core.sandbox import Sandbox, SandboxState
 
 # metadata files mariadb-backup / xtrabackup leave in a backup: never restored into a datadir
@@ -300,11 +301,13 @@ def _backup_online(cfg: PersistConfig, spec: ConnectionSpec, dest: Path) -> None
         conn.close()
 
 
-def _copy_offline(cfg: PersistConfig, dest: Path) -> None:
-    """The server is stopped cleanly: copy every InnoDB location's files together into one datadir layout."""
+def _copy_offline(cfg: PersistConfig, dest: Path) -> dict[str, FileRecord]:
+    """The server is stopped cleanly: copy every InnoDB location's files together into one datadir layout; what
+    the copies recorded (each file's digest, its copy read back and matched)."""
     loc = cfg.locations
     dest.mkdir(parents=True, exist_ok=True)
     seen: set[str] = set()
+    copied: dict[str, FileRecord] = {}
     for d in loc.dirs():
         if not os.path.isdir(d):
             raise TierError(f"{d} is missing, so the server's files are not all there; an offline sync would be "
@@ -312,11 +315,15 @@ def _copy_offline(cfg: PersistConfig, dest: Path) -> None:
         names = [n for n in sorted(os.listdir(d)) if loc.destination(n) == d and n not in seen
                  and not re.match(r"^(ibtmp\d+|.*\.pid|.*\.sock.*)$", n)]
         seen.update(names)
-        copy_tree(d, dest, walk(d, names), verify=True)
+        copied.update(copy_tree(d, dest, walk(d, names), verify=True)[0].records)
+    return copied
 
 
-def _seal(gen_dir: Path) -> tuple[int, int]:
-    """fsync every file and directory of a generation and write its manifest; (files, bytes)."""
+def _seal(gen_dir: Path, copied: dict[str, FileRecord] | None = None) -> tuple[int, int]:
+    """fsync every file and directory of a generation and write its manifest; (files, bytes).
+
+    A file in ``copied`` whose copy was read back and matched, and is unchanged since, gets the digest its copy
+    recorded; every other file (an online backup's) is read and hashed here."""
     data = gen_dir / "data"
     records = {}
     total = 0
@@ -328,7 +335,8 @@ def _seal(gen_dir: Path) -> tuple[int, int]:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            records[rel] = {"size": st.st_size, "digest": digest_file(str(p), drop_cache=False)}
+            records[rel] = {"size": st.st_size, "digest": _verified_digest((copied or {}).get(rel), st)
+                            or digest_file(str(p), drop_cache=False)}
             total += st.st_size
         elif stat.S_ISDIR(st.st_mode):
             records[rel] = {"dir": True}
@@ -339,6 +347,17 @@ def _seal(gen_dir: Path) -> tuple[int, int]:
     write_json_atomic(gen_dir / "manifest.json", records, mode=0o600)
     write_atomic(gen_dir / "COMPLETE", f"{time.time()}\n", mode=0o600)
     return sum(1 for m in records.values() if not m.get("dir")), total
+
+
+def _verified_digest(rec: FileRecord | None, st: os.stat_result) -> str | None:
+    """The digest a copy recorded, if its target (the file ``st`` describes) was read back and matched it and has
+    not changed since (same size, inode, mtime and ctime as right after the read-back)."""
+    if rec is None or rec.kind != "file" or not rec.verified or rec.digest is None:
+        return None
+    if (rec.size, rec.target_ino, rec.target_mtime_ns, rec.target_ctime_ns) != (
+            st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns):
+        return None
+    return rec.digest
 
 
 def sync(backing: str, offline: bool = False, echo: Callable[[str], None] = lambda s: None) -> Generation:
@@ -363,9 +382,10 @@ def sync(backing: str, offline: bool = False, echo: Callable[[str], None] = lamb
         tmp = gdir / f".tmp-{gen_id}"
         tmp.mkdir(mode=0o700)
         t0 = time.time()
+        copied = None
         if offline:
             echo(f"copying the stopped server's files into generation {gen_id}")
-            _copy_offline(cfg, tmp / "data")
+            copied = _copy_offline(cfg, tmp / "data")
             method = OFFLINE_METHOD
         else:
             echo(f"{cfg.method} --backup and --prepare into generation {gen_id}")
@@ -373,7 +393,7 @@ def sync(backing: str, offline: bool = False, echo: Callable[[str], None] = lamb
             _backup_online(cfg, spec, tmp / "data")
             method = cfg.method
         finished = time.time()
-        files, nbytes = _seal(tmp)
+        files, nbytes = _seal(tmp, copied)
         final = gdir / gen_id
         os.rename(tmp, final)
         fsync_dir(gdir)
@@ -413,19 +433,44 @@ def restore_needed(cfg: PersistConfig) -> bool:
     return not os.path.isdir(loc.datadir) or not all(os.path.exists(p) for p in must)
 
 
-def check_generation(gen: Generation) -> None:
+def _complete_manifest(gen: Generation) -> dict[str, dict[str, Any]]:
+    """The generation's manifest, once its COMPLETE marker says the sync that wrote it finished."""
     g = Path(gen.path)
     if not (g / "COMPLETE").exists():
         raise TierError(f"generation {gen.id} is not complete; it cannot be restored (and `current` should never "
                         "name it): check the backing directory")
-    manifest = json.loads((g / "manifest.json").read_text())
+    return json.loads((g / "manifest.json").read_text())
+
+
+def _damaged(gen: Generation, rel: str) -> TierError:
+    return TierError(f"generation {gen.id} is damaged ({rel} does not match its manifest); nothing was "
+                     "restored: restore the previous generation by hand or take a new copy")
+
+
+def _check_file(gen: Generation, rel: str, meta: dict[str, Any]) -> None:
+    p = Path(gen.path, "data", rel)
+    if not p.exists() or p.stat().st_size != meta["size"] or digest_file(str(p), drop_cache=False) != meta["digest"]:
+        raise _damaged(gen, rel)
+
+
+def _check_staged(gen: Generation, manifest: dict[str, dict[str, Any]], staged: list[Manifest]) -> None:
+    """What the staging copies read from the generation is exactly its manifest: the same files and directories,
+    each file's size and digest (taken from the bytes read, which are the bytes written to the stage) equal to
+    the manifest's.  The backup metadata a restore leaves out is read and checked here on its own."""
+    read = {rel: rec for m in staged for rel, rec in m.records.items() if rec.kind in ("file", "dir")}
+    expected = {}
     for rel, meta in manifest.items():
-        if meta.get("dir"):
-            continue
-        p = g / "data" / rel
-        if not p.exists() or p.stat().st_size != meta["size"] or digest_file(str(p), drop_cache=False) != meta["digest"]:
-            raise TierError(f"generation {gen.id} is damaged ({rel} does not match its manifest); nothing was "
-                            "restored: restore the previous generation by hand or take a new copy")
+        if not BACKUP_METADATA.match(rel.split("/")[0]):
+            expected[rel] = meta
+        elif not meta.get("dir"):
+            _check_file(gen, rel, meta)
+    for rel in sorted(set(expected) ^ set(read)):   # missing from the generation, or not in its manifest
+        raise _damaged(gen, rel)
+    for rel, rec in sorted(read.items()):
+        meta = expected[rel]
+        if bool(meta.get("dir")) != (rec.kind == "dir") or (
+                rec.kind == "file" and (rec.size, rec.digest) != (meta["size"], meta["digest"])):
+            raise _damaged(gen, rel)
 
 
 def require_tier_mounted(tier: str) -> None:
@@ -451,7 +496,7 @@ def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_neede
         raise TierError(f"no consistent copy in {backing} yet; nothing to restore (take one with `innotier persist sync`)")
     fd = _lock(backing, "restore")
     try:
-        check_generation(gen)
+        manifest = _complete_manifest(gen)
         loc = cfg.locations
         src = Path(gen.path, "data")
         plan: dict[str, list[str]] = {d: [] for d in loc.dirs()}
@@ -459,20 +504,9 @@ def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_neede
             if BACKUP_METADATA.match(name):
                 continue
             plan[loc.destination(name)].append(name)
-        state = {"generation": gen.id, "dirs": sorted(plan), "phase": "staging"}
-        write_json_atomic(Path(backing, "restore-state.json"), state, mode=0o600)
-        staged = {}
-        for d, names in plan.items():
-            stage = Path(os.path.dirname(d.rstrip("/")), f".{os.path.basename(d.rstrip('/'))}.innotier-restore")
-            if stage.exists():
-                shutil.rmtree(stage)
-            Path(stage.parent).mkdir(parents=True, exist_ok=True)
-            stage.mkdir(mode=0o750)
-            echo(f"staging {len(names)} entries of generation {gen.id} for {d}")
-            copy_tree(src, stage, walk(src, names), verify=True)
-            _chown_tree(stage, loc.uid, loc.gid)
-            staged[d] = stage
-        state["phase"] = "swapping"
+        staged = _stage(gen, manifest, plan, loc, echo)
+        # from here the server's directories change: an interrupted swap makes the next --if-needed restore
+        state = {"generation": gen.id, "dirs": sorted(plan), "phase": "swapping"}
         write_json_atomic(Path(backing, "restore-state.json"), state, mode=0o600)
         kept = []
         stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -480,7 +514,7 @@ def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_neede
             dp = Path(d)
             if os.path.ismount(dp):
                 raise TierError(f"{d} is a mount point; keep the server's directories below the mount "
-                                "(e.g. {d}/mysql) so a restore can swap them")
+                                f"(e.g. {d}/mysql) so a restore can swap them")
             if dp.exists():
                 if any(dp.iterdir()):
                     old = dp.parent / f".{dp.name}.innotier-pre-restore-{stamp}"
@@ -496,6 +530,33 @@ def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_neede
                 "kept_previous_contents": kept}
     finally:
         os.close(fd)
+
+
+def _stage(gen: Generation, manifest: dict[str, dict[str, Any]], plan: dict[str, list[str]], loc: Locations,
+           echo: Callable[[str], None]) -> dict[str, Path]:
+    """Copy the generation into a staging directory beside each destination, in one read of the generation: the
+    copies hash what they read, and that is checked against the manifest before anything else is touched.  On
+    any failure the staging directories are removed; nothing outside them was written."""
+    src = Path(gen.path, "data")
+    staged: dict[str, Path] = {}
+    try:
+        read = []
+        for d, names in plan.items():
+            stage = Path(os.path.dirname(d.rstrip("/")), f".{os.path.basename(d.rstrip('/'))}.innotier-restore")
+            if stage.exists():
+                shutil.rmtree(stage)
+            Path(stage.parent).mkdir(parents=True, exist_ok=True)
+            stage.mkdir(mode=0o750)
+            staged[d] = stage
+            echo(f"staging {len(names)} entries of generation {gen.id} for {d}")
+            read.append(copy_tree(src, stage, walk(src, names), verify=True)[0])
+            _chown_tree(stage, loc.uid, loc.gid)
+        _check_staged(gen, manifest, read)
+    except BaseException:
+        for stage in staged.values():
+            shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return staged
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:

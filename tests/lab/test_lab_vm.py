@@ -9,7 +9,8 @@ module of tests/lab/guest/ in one pytest session, in this order:
   for RAID 0/1/5/6/10 with stride, destroy and undo, a degraded RAID 5 and its recovery;
 - moves: the datadir onto DAX ext4 (SIGKILL mid-copy, resume) and redo onto RAID 10 (SIGKILL mid-copy,
   rollback, move), TPC-C W=1 run + check after each, `persist` on the DAX tier, `tiers bench`, lint;
-- sweep: the shipped raid-level sweep, scaled down to RAID 5 and 10, one array per cell, with its report.
+- sweep: the shipped raid-level sweep, scaled down to RAID 5 and 10, one array per cell; its report is built here,
+  natively, from the run's results store the guest hands back (the report is a function of the store alone).
 
 One boot instead of one per group saves the boots; the W=1 golden datadir the moves and the sweep clone
 is in the image (loaded natively at build time), and the sweep runs two RAID levels (5 and 10).  This side asserts on the exit code and the JUnit XML (every in-guest test ran and passed, none
@@ -19,7 +20,9 @@ budget, never assertions (emulated devices, TCG).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import time
 import xml.etree.ElementTree as ET
@@ -110,8 +113,24 @@ def _assert_all_passed(suite: ET.Element, at_least: int) -> None:
     assert counts["tests"] >= at_least and counts["failures"] == counts["errors"] == counts["skipped"] == 0, counts
 
 
+def report_of_the_guests_sweep(cli, out: Path, report: Path) -> None:
+    """`innotier sweep report` of the raid-level sweep the guest ran, from the results store it handed back: a row
+    per level in the report's cells table, and the HTML."""
+    run = json.loads((out / "sweep" / "run.json").read_text())
+    t0 = time.monotonic()
+    r = cli("sweep", "report", run["run_id"], "--results", str(out / "sweep" / "results.db"), "-o", str(report))
+    assert r.returncode == 0, r.stderr
+    _record(f"sweep report of the guest's run (here, natively): {time.monotonic() - t0:.1f} s")
+    md = (report / "report.md").read_text()
+    cells_table = md.split("## Cells", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in cells_table.splitlines() if ln.startswith("| ") and not ln.startswith("| cell")]
+    for lv in run["levels"]:
+        assert [r for r in rows if re.search(rf"\braid{lv}\b", r)], (lv, rows)
+    assert (report / "report.html").exists()
+
+
 @pytest.mark.timeout(2400)   # the VM's own limit (1800 s) ends it first; TCG on a loaded 2-core host is slow
-def test_devices_moves_and_sweep_in_one_vm_boot(lab_image_built, tmp_path):
+def test_devices_moves_and_sweep_in_one_vm_boot(lab_image_built, tmp_path, cli):
     if not SELECTED:
         pytest.skip("INNOTIER_LAB_GROUPS selects none of the fast-init groups")
     run_dir = tmp_path / "lab"
@@ -119,6 +138,8 @@ def test_devices_moves_and_sweep_in_one_vm_boot(lab_image_built, tmp_path):
                                env=GUEST_ENV)
     _assert_all_passed(suite, at_least=18 if SELECTED == GROUPS else 1)
     assert set(group_seconds(suite)) == {g[:-3] for g in SELECTED}   # every group ran
+    if GROUPS[2] in SELECTED:
+        report_of_the_guests_sweep(cli, run_dir / "share" / "out", tmp_path / "sweep-report")
     recorded = run_dir / "share" / "out" / "recorded"
     if GROUPS[0] in SELECTED:
         assert (recorded / "mdadm-detail-raid6.txt").exists() and (recorded / "ndctl-list-fsdax.json").exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -26,7 +27,7 @@ SQL_LOG_TABLE = "CREATE TABLE mvdata_log.commits (id INT PRIMARY KEY AUTO_INCREM
 @pytest.fixture(scope="module")
 def volatile_box(golden, innotier_home):
     tier = str(Path(innotier_home) / "pl-tier")
-    mvhelpers.mount_tmpfs(tier, "512M")
+    mvhelpers.mount_tmpfs(tier, "1G")   # room for a restore's staged copy beside the live datadir
     sb = mvhelpers.clone_sandbox("pl-box", datadir=os.path.join(tier, "mysql"))
     backing = str(Path(innotier_home) / "pl-backing")
     yield sb, tier, backing
@@ -125,7 +126,7 @@ def test_power_loss_restores_last_consistent_sync(volatile_box, cli):
         assert f"tier {tier} is not mounted" in lines[0] and "mount the tier first" in lines[0], lines[0]
     assert not mvhelpers.is_mounted(tier) and not os.listdir(tier)
     assert sorted(os.listdir(backing)) == backing_before and not Path(backing, "restore-state.json").exists()
-    mvhelpers.mount_tmpfs(tier, "512M")
+    mvhelpers.mount_tmpfs(tier, "1G")
     assert not os.listdir(tier)
 
     r = cli("persist", "restore", "--backing", backing, "--yes", "--json")
@@ -179,3 +180,65 @@ def test_generations_flip_keep_previous_and_offline_sync(volatile_box, cli):
     text = cli("persist", "status", "--backing", backing, check=True).stdout
     assert "A power loss now loses the transactions committed in the last" in text
     assert "Recovery point objective" in text
+
+
+def _tree_state(root: str) -> list[tuple]:
+    """Every entry under ``root`` with its stat and, for files, its digest: what a refused restore must not change."""
+    from datadir_mover.move.copy import digest_file, walk
+
+    return [(rel, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino,
+             digest_file(os.path.join(root, rel), drop_cache=False) if stat.S_ISREG(st.st_mode) else None)
+            for rel, st in walk(root)]
+
+
+@pytest.mark.root
+def test_a_damaged_generation_is_refused_while_staging_and_nothing_changes(volatile_box, cli):
+    """The restore checks the generation from the bytes its staging copy reads (one read, no separate pass):
+    a flipped byte and a missing file are each refused with one line naming the file, the staging directories
+    are gone, the live datadir, the tier and the backing directory are as they were; repaired, it restores."""
+    sb, tier, backing = volatile_box
+    sb.stop("clean")
+    # an offline generation: its manifest holds the digests its own copy recorded (read back and matched)
+    gen = json.loads(cli("persist", "sync", "--backing", backing, "--offline", "--json", check=True).stdout)
+    assert gen["method"].startswith("offline copy")
+    data = Path(gen["path"], "data")
+    largest = max((p for p in data.rglob("*") if p.is_file() and p.parent == data), key=lambda p: p.stat().st_size)
+    table = next(p for p in sorted(data.rglob("*.ibd")) if p.parent != data)   # a file one level down
+    live_before, tier_before = _tree_state(tier), sorted(os.listdir(tier))
+    backing_before = sorted(os.listdir(backing))
+
+    def refused(rel: str) -> None:
+        r = cli("persist", "restore", "--backing", backing, "--yes")
+        # the staging progress ("innotier: staging N entries ..."), then the error: one line
+        lines = [ln for ln in r.stderr.strip().splitlines() if not ln.startswith("innotier: staging ")]
+        assert r.returncode == 6 and len(lines) == 1, (r.returncode, r.stderr)
+        assert f"generation {gen['id']} is damaged ({rel} does not match its manifest)" in lines[0], lines[0]
+        assert "nothing was restored" in lines[0]
+        assert sorted(os.listdir(tier)) == tier_before     # no staging directory left, nothing swapped
+        assert _tree_state(tier) == live_before
+        assert sorted(os.listdir(backing)) == backing_before and not Path(backing, "restore-state.json").exists()
+
+    offset = largest.stat().st_size // 2 + 12345            # one byte in the middle of a block, size unchanged
+    with open(largest, "r+b") as fh:
+        fh.seek(offset)
+        byte = fh.read(1)
+        fh.seek(offset)
+        fh.write(bytes([byte[0] ^ 0x01]))
+    try:
+        refused(largest.name)
+    finally:
+        with open(largest, "r+b") as fh:
+            fh.seek(offset)
+            fh.write(byte)
+    aside = Path(backing).parent / "pl-aside.ibd"
+    os.rename(table, aside)
+    try:
+        refused(str(table.relative_to(data)))
+    finally:
+        os.rename(aside, table)
+    # the control: the same generation, repaired, restores (what was refused was the damage)
+    r = cli("persist", "restore", "--backing", backing, "--yes", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["generation"] == gen["id"]
+    sb.start()
+    mvhelpers.data_consistent(sb.connection_spec())

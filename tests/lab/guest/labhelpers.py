@@ -49,7 +49,7 @@ def cli(*args: str, check: bool = True, env: dict | None = None, fresh: bool = F
     else:
         full = dict(os.environ, **(env or {}))
         proc = subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True, env=full)
-    _note_time(f"innotier {' '.join(args[:2])}", time.monotonic() - t0)
+    note_time(f"innotier {' '.join(args[:2])}", time.monotonic() - t0)
     if check and proc.returncode != 0:
         raise AssertionError(f"innotier {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -66,7 +66,7 @@ def _cli_here(argv: list[str]) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["innotier", *argv], rc, out.getvalue(), err.getvalue())
 
 
-def _note_time(what: str, seconds: float) -> None:
+def note_time(what: str, seconds: float) -> None:
     """Where the guest's time goes (for the CI budget; $LAB_OUT/times.log comes back to the host)."""
     try:
         OUT.mkdir(parents=True, exist_ok=True)

@@ -176,10 +176,9 @@ def configure(spec: ConnectionSpec, tier: str, backing: str, interval: str, serv
     tier_p, backing_p = os.path.abspath(tier), os.path.abspath(backing)
     if not os.path.isdir(tier_p):
         raise TierError(f"tier {tier_p} is not a directory; mount the tier first (innotier tiers create ...)")
-    if not os.path.ismount(tier_p):
-        # restore checks the same at boot: a tier whose mount did not come up must not be filled on the parent
-        raise TierError(f"tier {tier_p} is not a mount point; give the tier's mount point (the directory the "
-                        "RAM disk is mounted on), not a directory inside or beside it")
+    # restore checks the same at boot, where it tells a tier whose mount did not come up
+    require_tier_mounted(tier_p, "give the tier's mount point (the directory the RAM disk is mounted on), not a "
+                                 "directory inside or beside it")
     if _under(backing_p, tier_p):
         raise UsageError(f"backing directory {backing_p} is on the tier {tier_p} itself; put it on persistent storage")
     model = inspect(spec)
@@ -473,12 +472,12 @@ def _check_staged(gen: Generation, manifest: dict[str, dict[str, Any]], staged: 
             raise _damaged(gen, rel)
 
 
-def require_tier_mounted(tier: str) -> None:
+def require_tier_mounted(tier: str, fix: str = "mount the tier first, then restore") -> None:
     """At boot the tier's mount may not have come up: a restore would fill the directory on the root file
     system instead, and the server would run there, unpersisted."""
     if not os.path.ismount(tier):
-        raise TierError(f"tier {tier} is not mounted (its directory is on its parent's file system); mount the "
-                        "tier first, then restore")
+        raise TierError(f"tier {tier} is not mounted (its directory is on its parent's file system, not a mount "
+                        f"point); {fix}")
 
 
 def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_needed: bool = False) -> dict[str, Any]:

@@ -37,7 +37,8 @@ class Check:
     description: str
     sql: str  # selects the offending rows
     initial_only: bool = False  # holds only for a freshly loaded database
-    needs_money: bool = False  # reads the per-customer sums (CREATE_MONEY)
+    needs_lines: bool = False  # reads the per-order sums of ORDER-LINE (CREATE_LINES)
+    needs_money: bool = False  # reads the per-customer sums (CREATE_MONEY, made from the per-order sums)
     # at load time this condition follows from initial-state checks that are run (see IMPLIED_AT_LOAD)
     implied_at_load: bool = False
 
@@ -117,12 +118,22 @@ FROM new_order GROUP BY no_w_id, no_d_id
 HAVING MAX(no_o_id) - MIN(no_o_id) + 1 <> COUNT(*)
 ORDER BY no_w_id, no_d_id"""
 
-COND_4 = """
+# ORDER-LINE is the largest table (ten rows an order): it is read once a run, into a temporary table of
+# per-order sums that conditions 4, 6, 7, 10 and 12 read (each scanned it again before: 60% of a W=1 check).
+LINES_TABLE = "tpcc_check_lines"
+CREATE_LINES = f"""
+CREATE TEMPORARY TABLE {LINES_TABLE} (PRIMARY KEY (l_w_id, l_d_id, l_o_id)) AS
+SELECT ol_w_id AS l_w_id, ol_d_id AS l_d_id, ol_o_id AS l_o_id, COUNT(*) AS order_lines,
+       SUM(ol_delivery_d IS NULL) AS undelivered, SUM(IF(ol_delivery_d IS NULL, 0, ol_amount)) AS delivered
+FROM order_line GROUP BY ol_w_id, ol_d_id, ol_o_id"""
+DROP_LINES = f"DROP TEMPORARY TABLE IF EXISTS {LINES_TABLE}"
+
+COND_4 = f"""
 SELECT o.w_id, o.d_id, o.sum_o_ol_cnt, COALESCE(l.order_lines, 0) AS order_lines
 FROM (SELECT o_w_id AS w_id, o_d_id AS d_id, SUM(o_ol_cnt) AS sum_o_ol_cnt FROM orders
       GROUP BY o_w_id, o_d_id) o
-LEFT JOIN (SELECT ol_w_id AS w_id, ol_d_id AS d_id, COUNT(*) AS order_lines FROM order_line
-           GROUP BY ol_w_id, ol_d_id) l ON l.w_id = o.w_id AND l.d_id = o.d_id
+LEFT JOIN (SELECT l_w_id, l_d_id, CAST(SUM(order_lines) AS SIGNED) AS order_lines FROM {LINES_TABLE}
+           GROUP BY l_w_id, l_d_id) l ON l.l_w_id = o.w_id AND l.l_d_id = o.d_id
 WHERE o.sum_o_ol_cnt <> COALESCE(l.order_lines, 0)
 ORDER BY o.w_id, o.d_id"""
 
@@ -132,18 +143,22 @@ FROM orders LEFT JOIN new_order ON no_w_id = o_w_id AND no_d_id = o_d_id AND no_
 WHERE (o_carrier_id IS NULL) <> (no_o_id IS NOT NULL)
 ORDER BY o_w_id, o_d_id, o_id"""
 
-COND_6 = """
+COND_6 = f"""
 SELECT o_w_id, o_d_id, o_id, o_ol_cnt, COALESCE(l.order_lines, 0) AS order_lines
 FROM orders o
-LEFT JOIN (SELECT ol_w_id, ol_d_id, ol_o_id, COUNT(*) AS order_lines FROM order_line
-           GROUP BY ol_w_id, ol_d_id, ol_o_id) l
-  ON l.ol_w_id = o.o_w_id AND l.ol_d_id = o.o_d_id AND l.ol_o_id = o.o_id
+LEFT JOIN {LINES_TABLE} l ON l.l_w_id = o.o_w_id AND l.l_d_id = o.o_d_id AND l.l_o_id = o.o_id
 WHERE o.o_ol_cnt <> COALESCE(l.order_lines, 0)
 ORDER BY o_w_id, o_d_id, o_id"""
 
-COND_7 = """
+# the offending order lines, read only for the orders whose per-order sums show one: an order has a line whose
+# OL_DELIVERY_D nullness differs from its O_CARRIER_ID's exactly when not all (carrier null) or some (carrier
+# set) of its lines are undelivered
+COND_7 = f"""
 SELECT ol_w_id, ol_d_id, ol_o_id, ol_number, ol_delivery_d, o_carrier_id
-FROM order_line JOIN orders ON o_w_id = ol_w_id AND o_d_id = ol_d_id AND o_id = ol_o_id
+FROM (SELECT o_w_id, o_d_id, o_id, o_carrier_id FROM orders
+      JOIN {LINES_TABLE} l ON l.l_w_id = o_w_id AND l.l_d_id = o_d_id AND l.l_o_id = o_id
+      WHERE IF(o_carrier_id IS NULL, l.undelivered <> l.order_lines, l.undelivered <> 0)) bad
+JOIN order_line ON ol_w_id = bad.o_w_id AND ol_d_id = bad.o_d_id AND ol_o_id = bad.o_id
 WHERE (ol_delivery_d IS NULL) <> (o_carrier_id IS NULL)
 ORDER BY ol_w_id, ol_d_id, ol_o_id, ol_number"""
 
@@ -164,9 +179,9 @@ ORDER BY d_w_id, d_id"""
 
 # Per customer: C_BALANCE and C_YTD_PAYMENT from CUSTOMER, sum(OL_AMOUNT) of the delivered order lines
 # of the customer's orders, sum(H_AMOUNT) of the customer's HISTORY rows.  Computed once a run into a
-# temporary table that conditions 10 and 12 both read: order lines are summed per order first (a
-# streaming GROUP BY on the primary-key prefix), then everything is grouped per customer from a
-# UNION ALL (joining grouped derived tables made the server re-scan them: 80 s for one warehouse).
+# temporary table that conditions 10 and 12 both read: the per-order sums (LINES_TABLE) joined to their
+# orders, then everything is grouped per customer from a UNION ALL (joining grouped derived tables made
+# the server re-scan them: 80 s for one warehouse).
 MONEY_TABLE = "tpcc_check_money"
 CREATE_MONEY = f"""
 CREATE TEMPORARY TABLE {MONEY_TABLE} AS
@@ -175,10 +190,8 @@ SELECT w_id, d_id, c_id, SUM(balance) AS c_balance, SUM(ytd_payment) AS c_ytd_pa
 FROM (SELECT c_w_id AS w_id, c_d_id AS d_id, c_id, c_balance AS balance, c_ytd_payment AS ytd_payment,
              0 AS delivered, 0 AS paid, 1 AS is_customer FROM customer
       UNION ALL
-      SELECT o_w_id, o_d_id, o_c_id, 0, 0, l.amount, 0, 0
-      FROM (SELECT ol_w_id, ol_d_id, ol_o_id, SUM(ol_amount) AS amount FROM order_line
-            WHERE ol_delivery_d IS NOT NULL GROUP BY ol_w_id, ol_d_id, ol_o_id) l
-      JOIN orders ON o_w_id = l.ol_w_id AND o_d_id = l.ol_d_id AND o_id = l.ol_o_id
+      SELECT o_w_id, o_d_id, o_c_id, 0, 0, l.delivered, 0, 0
+      FROM {LINES_TABLE} l JOIN orders ON o_w_id = l.l_w_id AND o_d_id = l.l_d_id AND o_id = l.l_o_id
       UNION ALL
       SELECT h_c_w_id, h_c_d_id, h_c_id, 0, 0, 0, h_amount, 0 FROM history) money
 GROUP BY w_id, d_id, c_id"""
@@ -313,19 +326,19 @@ CHECKS: tuple[Check, ...] = (
     Check("3.3.2.1", "W_YTD = sum(D_YTD) for each warehouse", COND_1),
     Check("3.3.2.2", "D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID) for each district", COND_2),
     Check("3.3.2.3", "max(NO_O_ID) - min(NO_O_ID) + 1 = count of NEW-ORDER rows for each district", COND_3),
-    Check("3.3.2.4", "sum(O_OL_CNT) = count of ORDER-LINE rows for each district", COND_4),
+    Check("3.3.2.4", "sum(O_OL_CNT) = count of ORDER-LINE rows for each district", COND_4, needs_lines=True),
     Check("3.3.2.5", "O_CARRIER_ID is null exactly when the order has a NEW-ORDER row", COND_5),
-    Check("3.3.2.6", "O_OL_CNT = count of the order's ORDER-LINE rows", COND_6),
+    Check("3.3.2.6", "O_OL_CNT = count of the order's ORDER-LINE rows", COND_6, needs_lines=True),
     Check("3.3.2.7", "OL_DELIVERY_D is null exactly when the order's O_CARRIER_ID is null", COND_7,
-          implied_at_load=True),
+          needs_lines=True, implied_at_load=True),
     Check("3.3.2.8", "W_YTD = sum(H_AMOUNT) for each warehouse", COND_8),
     Check("3.3.2.9", "D_YTD = sum(H_AMOUNT) for each district", COND_9),
     Check("3.3.2.10", "C_BALANCE = sum(delivered OL_AMOUNT) - sum(H_AMOUNT) for each customer", COND_10,
-          needs_money=True, implied_at_load=True),
+          needs_lines=True, needs_money=True, implied_at_load=True),
     Check("3.3.2.11", "count(ORDER) - count(NEW-ORDER) = 2100 for each district (initial state only)", COND_11,
           initial_only=True),
     Check("3.3.2.12", "C_BALANCE + C_YTD_PAYMENT = sum(delivered OL_AMOUNT) for each customer", COND_12,
-          needs_money=True, implied_at_load=True),
+          needs_lines=True, needs_money=True, implied_at_load=True),
     Check("4.3.3.1/totals", "W_YTD 300,000.00, D_YTD 30,000.00, D_NEXT_O_ID 3001, taxes 0..0.2", INIT_TOTALS,
           initial_only=True),
     Check("4.3.3.1/orders", "O_CARRIER_ID 1..10 for O_ID < 2101 and null after, O_OL_CNT 5..15, O_ALL_LOCAL 1",
@@ -380,8 +393,9 @@ def run_check(conn, check: Check, limit: int = 5) -> CheckResult:
                        offending_count=count, seconds=time.monotonic() - t0)
 
 
-def _prepare_money(conn) -> str | None:
-    """Build the per-customer sums for conditions 10 and 12; the server's error text if it cannot."""
+def _prepare(conn, statements: tuple[str, ...]) -> str | None:
+    """Build a temporary table the checks read (the per-order or per-customer sums); the server's error text
+    if it cannot."""
     cur = conn.cursor()
     try:
         # CREATE ... SELECT under REPEATABLE READ takes a shared lock on every source row, and the lock table
@@ -389,8 +403,8 @@ def _prepare_money(conn) -> str | None:
         # fails with "The total number of locks exceeds the lock table size".  Under READ COMMITTED the
         # SELECT is a consistent read without row locks (MySQL 8.0 manual 17.7.3, INSERT ... SELECT).
         cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-        cur.execute(DROP_MONEY)
-        cur.execute(CREATE_MONEY)
+        for sql in statements:
+            cur.execute(sql)
     except Exception as exc:
         return str(getattr(exc, "msg", exc))
     finally:
@@ -428,9 +442,14 @@ def run_checks(spec: ConnectionSpec, database: str = "tpcc", initial: bool = Fal
     conn = spec.with_database(database).connect()
     try:
         chosen = select_checks(initial, clauses)
-        money_error = _prepare_money(conn) if any(c.needs_money for c in chosen) else None
-        results = [CheckResult(c.clause, c.description, passed=False, error=money_error)
-                   if c.needs_money and money_error else run_check(conn, c, limit) for c in chosen]
+        lines_error = _prepare(conn, (DROP_LINES, CREATE_LINES)) if any(c.needs_lines for c in chosen) else None
+        money_error = lines_error or (_prepare(conn, (DROP_MONEY, CREATE_MONEY))
+                                      if any(c.needs_money for c in chosen) else None)
+        results = []
+        for c in chosen:
+            error = money_error if c.needs_money else lines_error if c.needs_lines else None
+            results.append(CheckResult(c.clause, c.description, passed=False, error=error) if error
+                           else run_check(conn, c, limit))
     finally:
         conn.close()
     return CheckReport(database=database, results=results, seconds=time.monotonic() - t0, initial=initial)

@@ -111,7 +111,8 @@ class ImageSpec:
                   "initramfs": self.initramfs_init(), "modules": INITRAMFS_MODULES,
                   "hosts": GUEST_HOSTS, "golden": GOLDEN_SCRIPT, "loader": self.loader}
         if self.host:
-            fields["host"] = [host_mode.CONFINED_PROFILE, host_mode.UNIT_TEXT, host_mode.MASKED, host_mode.CMDLINE]
+            fields["host"] = [host_mode.CONFINED_PROFILE, host_mode.UNIT_TEXT, host_mode.MASKED, host_mode.CMDLINE,
+                              host_mode.LAB_OPTIONS]
         payload = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

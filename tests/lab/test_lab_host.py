@@ -155,8 +155,10 @@ def test_host_image_configuration_confines_mariadbd_and_keeps_debians_empty_prof
     root = tmp_path / "rootfs"
     (root / "etc/apparmor.d").mkdir(parents=True)
     (root / "etc/systemd/system").mkdir(parents=True)
+    (root / "etc/mysql/mariadb.conf.d").mkdir(parents=True)   # Debian's mariadb-server package makes it
     (root / "etc/apparmor.d/usr.sbin.mariadbd").write_text("# disabled by default\n")
     host_mode.configure(root)
+    assert "innodb_log_file_size = 16M" in (root / host_mode.LAB_OPTIONS_FILE).read_text()
     profile = (root / "etc/apparmor.d/usr.sbin.mariadbd").read_text()
     assert "/usr/sbin/mariadbd " in profile and "/var/lib/mysql/** rwk," in profile
     assert "#include <local/usr.sbin.mariadbd>" in profile

@@ -31,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,11 +246,13 @@ def _sparse(path: Path, size: int) -> None:
 
 
 def run(spec: VmSpec, image: Image, run_dir: Path, *, echo: Callable[[str], None] | None = None,
-        progress: Callable[[str], None] = lambda m: print(m, file=sys.stderr), fresh_disks: bool = True) -> VmResult:
+        progress: Callable[[str], None] = lambda m: print(m, file=sys.stderr), fresh_disks: bool = True,
+        stop: threading.Event | None = None) -> VmResult:
     """Boot, run spec.command, power off; the result carries the command's exit code and output.
 
     fresh_disks=False boots the machine of an earlier run in run_dir again (host mode): its root overlay, disks,
-    NVDIMM files and source snapshot as that run left them, as after a reboot or a power cut."""
+    NVDIMM files and source snapshot as that run left them, as after a reboot or a power cut.  ``stop``, once
+    set (by the thread that started a run in another), ends it within a second: qemu killed, no exit code."""
     if shutil.which("qemu-system-x86_64") is None:
         raise LabError("qemu-system-x86_64 is not installed; run scripts/bootstrap.sh (apt-get install qemu-system-x86)")
     if spec.init == "systemd" and not image.host:
@@ -271,15 +274,15 @@ def run(spec: VmSpec, image: Image, run_dir: Path, *, echo: Callable[[str], None
     progress(f"lab: {NOT_FOR_SPEED}")
     if spec.interactive:
         return _run_interactive(argv, spec, run_dir, accel)
-    return _run_captured(argv, spec, run_dir, accel, echo, progress)
+    return _run_captured(argv, spec, run_dir, accel, echo, progress, stop)
 
 
-def _run_captured(argv, spec, run_dir, accel, echo, progress) -> VmResult:
+def _run_captured(argv, spec, run_dir, accel, echo, progress, stop=None) -> VmResult:
     started = time.monotonic()
     deadline = started + spec.timeout
     console: list[str] = []
     boot = cut = done_at = None
-    done = timed_out = False
+    done = timed_out = stopped = False
     with open(run_dir / "console.log", "w") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -289,6 +292,9 @@ def _run_captured(argv, spec, run_dir, accel, echo, progress) -> VmResult:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     timed_out = True
+                    break
+                if stop is not None and stop.is_set():
+                    stopped = True
                     break
                 ready, _, _ = select.select([proc.stdout], [], [], min(left, 1.0))
                 if not ready:
@@ -330,7 +336,9 @@ def _run_captured(argv, spec, run_dir, accel, echo, progress) -> VmResult:
                       boot_seconds=round(boot, 1) if boot is not None else None, total_seconds=round(total, 1),
                       run_dir=run_dir, timed_out=timed_out, console_tail=console[-30:],
                       cut_after_done_seconds=None if cut is None else round(cut - done_at, 3))
-    if timed_out:
+    if stopped:
+        progress("lab: stopped before the end (qemu killed)")
+    elif timed_out:
         progress(f"lab: time limit of {spec.timeout:.0f} s reached; qemu killed (console: {run_dir / 'console.log'})")
     elif result.exit_code is None:
         progress(f"lab: the guest stopped without running the command to its end; console: {run_dir / 'console.log'}")

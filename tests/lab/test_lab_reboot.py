@@ -20,7 +20,7 @@ import pytest
 
 from datadir_mover.lab import image as lab_image
 from datadir_mover.lab import vm
-from test_lab_vm import REPO, _WANTED, _load, _record, lab_image_built  # noqa: F401 (a fixture)
+from labvm import REPO, WANTED, load_average, record
 from tuner.core.errors import LabError, UsageError
 
 GUEST = "tests/lab/guest/test_in_host_reboot.py"
@@ -77,8 +77,9 @@ def test_boot_ends_reboot_and_cut_only_in_host_mode_and_again_only_on_an_earlier
 @pytest.mark.slow
 @pytest.mark.root
 @pytest.mark.timeout(6000)   # each boot's own limit (1500 s) ends a hung one first
-def test_pzram_survives_a_reboot_a_poweroff_and_a_power_cut(lab_image_built, tmp_path):
-    if _WANTED and not {"reboot", "host"} & set(_WANTED):
+def test_pzram_survives_a_reboot_a_poweroff_and_a_power_cut(lab_image_built, fast_init_vm, tmp_path):
+    # fast_init_vm: asking for it starts the fast-init machine now, to run beside this one (tests/lab/conftest.py)
+    if WANTED and not {"reboot", "host"} & set(WANTED):
         pytest.skip("INNOTIER_LAB_GROUPS selects neither reboot nor host (they share a machine)")
     run_dir = tmp_path / "lab"
     times = []
@@ -107,8 +108,10 @@ def test_pzram_survives_a_reboot_a_poweroff_and_a_power_cut(lab_image_built, tmp
     finally:
         vm.cleanup(run_dir)
     recorded = run_dir / "share" / "out" / "recorded"
-    _record(f"lab VM pzram reboot ({result.accelerator}): " + "; ".join(times) + f"; load average {_load()}")
-    _record((recorded / "pzram-rpo.txt").read_text().strip())
+    beside = ", the fast-init VM running beside it" if fast_init_vm is not None else ""
+    record(f"lab VM pzram reboot ({result.accelerator}{beside}): " + "; ".join(times)
+           + f"; load average {load_average()}")
+    record((recorded / "pzram-rpo.txt").read_text().strip())
     for boot in (2, 4):
         print(f"boot {boot} ordering (journalctl -b -o short-monotonic):\n"
               + (recorded / f"pzram-boot{boot}-order.txt").read_text(), flush=True)

@@ -6,6 +6,7 @@ import json
 import lzma
 import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from datadir_mover.lab import host as host_mode
 from datadir_mover.lab import image as lab_image
 from datadir_mover.lab import vm
 from tuner.core.errors import LabError, UsageError
+from waiting import wait_for
 
 
 def _image(tmp_path: Path) -> lab_image.Image:
@@ -166,3 +168,20 @@ def test_host_image_configuration_confines_mariadbd_and_keeps_debians_empty_prof
     wants = root / "etc/systemd/system/multi-user.target.wants"
     assert os.readlink(wants / "mariadb.service") == "/lib/systemd/system/mariadb.service"
     assert os.readlink(root / "etc/systemd/system/serial-getty@ttyS0.service") == "/dev/null"
+
+
+@pytest.mark.timeout(120)   # a stop not honoured would run the 600 s process to its end
+def test_a_run_stopped_from_another_thread_kills_its_machine_and_has_no_exit_code(tmp_path):
+    """What the fast-init VM's fixture does when a session ends before its test takes the result: the machine (here
+    a process that would run for ten minutes, in place of qemu) is killed and waited for, not left running."""
+    stop, said = threading.Event(), []
+    argv = ["sh", "-c", f"echo $$ > {tmp_path / 'pid'}; exec sleep 600"]
+    spec = vm.VmSpec(command=("true",), timeout=900, source=tmp_path)
+    started = threading.Thread(target=lambda: (wait_for(lambda: (tmp_path / "pid").exists(), timeout=60,
+                                                         what="the machine to start"), stop.set()))
+    started.start()
+    result = vm._run_captured(argv, spec, tmp_path, "tcg", None, said.append, stop)
+    started.join()
+    assert result.exit_code is None and not result.timed_out
+    assert said == ["lab: stopped before the end (qemu killed)"]
+    assert not Path(f"/proc/{(tmp_path / 'pid').read_text().strip()}").exists()

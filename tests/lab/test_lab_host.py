@@ -160,7 +160,9 @@ def test_host_image_configuration_confines_mariadbd_and_keeps_debians_empty_prof
     (root / "etc/mysql/mariadb.conf.d").mkdir(parents=True)   # Debian's mariadb-server package makes it
     (root / "etc/apparmor.d/usr.sbin.mariadbd").write_text("# disabled by default\n")
     host_mode.configure(root)
-    assert "innodb_log_file_size = 16M" in (root / host_mode.LAB_OPTIONS_FILE).read_text()
+    # the system server runs with the redo log size the image's golden copy (its data in the reboot group) has
+    redo = lab_image.LAB_REDO_OPTION["innodb_log_file_size"]
+    assert f"innodb_log_file_size = {redo}" in (root / host_mode.LAB_OPTIONS_FILE).read_text()
     profile = (root / "etc/apparmor.d/usr.sbin.mariadbd").read_text()
     assert "/usr/sbin/mariadbd " in profile and "/var/lib/mysql/** rwk," in profile
     assert "#include <local/usr.sbin.mariadbd>" in profile

@@ -202,3 +202,17 @@ def test_md_capacity_and_array_names():
     assert [_md_capacity(lv, [g, g, g, 2 * g]) for lv in (0, 1, 5, 6, 10)] == [4 * g, g, 3 * g, 2 * g, 2 * g]
     name = md_array_name(TierSpec(name="raid 10/x", kind="md", level="10", devices=4))
     assert name == "innotier-sw-raid-10-x"
+
+
+def test_a_golden_load_option_that_is_part_of_the_key_is_refused_and_builds_nothing(innotier_home):
+    """The lab's image loads its golden copy with a smaller redo log (a load option); an option fixed at
+    initialization would make a copy its key does not describe, so it is refused before anything is built."""
+    from tuner.core.errors import SweepError
+    from tuner.core.sandbox import find_binaries
+    from tuner.sweep import golden
+
+    bins = find_binaries(None)
+    key = golden.key_of(bins, "16k", 1)
+    with pytest.raises(SweepError, match="innodb_undo_tablespaces fixed at initialization"):
+        golden.ensure(key, bins, load_options={"innodb_undo_tablespaces": "3"})
+    assert not golden.is_present(key) and not (golden.golden_root() / f"{key.id}.lock").exists()

@@ -140,25 +140,35 @@ class _Lock:
 
 
 def ensure(key: GoldenKey, bins: ServerBinaries, load_buffer_pool: str | None = None,
-           progress: Progress | None = None) -> dict[str, Any]:
-    """The golden copy for ``key``, built now if it is missing; returns its golden.json."""
+           progress: Progress | None = None, load_options: dict[str, str] | None = None) -> dict[str, Any]:
+    """The golden copy for ``key``, built now if it is missing; returns its golden.json.
+
+    ``load_options``: more options for the loading server only, never the key's init options.  The lab's image
+    loads with a 16 MiB redo log, which the copy keeps (a clone's server resizes it to its own setting at its
+    first start: the redo log of a slow shutdown holds nothing to recover)."""
+    clash = sorted(set(load_options or {}) & set(INIT_OPTIONS))
+    if clash:
+        raise SweepError(f"{', '.join(clash)} fixed at initialization: part of the golden copy's key, "
+                         "not a load option; put it in the key's options")
     with _Lock(golden_root() / f"{key.id}.lock"):
         if is_present(key):
             return info(key)
-        return build(key, bins, load_buffer_pool or DEFAULT_LOAD_BUFFER_POOL, progress)
+        return build(key, bins, load_buffer_pool or DEFAULT_LOAD_BUFFER_POOL, progress, load_options)
 
 
 def _sandbox_name(key: GoldenKey) -> str:
     return f"golden-{hashlib.sha256(key.id.encode()).hexdigest()[:12]}"
 
 
-def build(key: GoldenKey, bins: ServerBinaries, load_buffer_pool: str, progress: Progress | None) -> dict[str, Any]:
+def build(key: GoldenKey, bins: ServerBinaries, load_buffer_pool: str, progress: Progress | None,
+          load_options: dict[str, str] | None = None) -> dict[str, Any]:
     say = progress or (lambda _m: None)
     timings: dict[str, float] = {}
     name = _sandbox_name(key)
     _discard_sandbox(name)  # a build killed half way left it behind
     t0 = time.monotonic()
-    options = {**dict(key.init_options), **LOAD_OPTIONS, "innodb_buffer_pool_size": load_buffer_pool}
+    options = {**dict(key.init_options), **LOAD_OPTIONS, "innodb_buffer_pool_size": load_buffer_pool,
+               **(load_options or {})}
     say(f"golden copy {key.id}: initializing a {key.page_size} datadir")
     sb = sbx.create(name, page_size=key.page_size, options=options, binaries=bins)
     try:

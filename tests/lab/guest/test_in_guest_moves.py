@@ -35,6 +35,7 @@ from labhelpers import BIG_DISKS, cli, sh, slow_resync, wipe_md
 from datadir_mover.move import executor
 from datadir_mover.move.copy import RACY_MARGIN_NS, Manifest, digest_file, tree
 from datadir_mover.move.copy.redo import REDO_START
+from datadir_mover.lab.image import LAB_REDO_OPTION
 from tuner.core.errors import MoveError
 from tuner.core import sandbox as sbx
 from tuner.core.probe import file_is_dax
@@ -75,9 +76,9 @@ def _destroy_sandboxes(keep: str | None = None) -> None:
             sb.destroy(force=True)
 
 
-# the clones' redo log: 16 MiB, not the golden copy's 96 MiB (the server resizes it at the first start), since
-# every move here copies the datadir under emulation and the redo log was 45% of its bytes
-CLONE_OPTIONS = {"innodb_log_file_size": "16M"}
+# the clones run with the redo log size the image's golden copy was loaded with (16 MiB: every move here copies
+# the datadir under emulation), so their servers start without resizing it
+CLONE_OPTIONS = LAB_REDO_OPTION
 
 
 def _clone(name: str, golden) -> Sandbox:

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from labhelpers import BIG_DISKS, OUT, cli, note_time, slow_resync, wipe_md
+from datadir_mover.lab.image import LAB_REDO_OPTION
 from tuner.sweep.results import ResultsStore
 from tuner.sweep.spec import SPECS_DIR
 
@@ -41,7 +42,7 @@ def scaled_down_spec(target: Path) -> Path:
     doc["workload"].update(warehouses=1, warmup=0, duration=3, interval=3)
     doc["repeats"] = 1
     doc.pop("stop", None)
-    doc["fixed"].update(clients=2, buffer_pool_size="128M")
+    doc["fixed"].update(clients=2, buffer_pool_size="128M", options=dict(LAB_REDO_OPTION))   # the golden copy's
     doc["axes"]["placement"] = [f"raid{lv}" for lv in LEVELS]
     target.write_text(yaml.safe_dump(doc, sort_keys=False))
     return target

@@ -42,7 +42,8 @@ def scaled_down_spec(target: Path) -> Path:
     doc["workload"].update(warehouses=1, warmup=0, duration=3, interval=3)
     doc["repeats"] = 1
     doc.pop("stop", None)
-    doc["fixed"].update(clients=2, buffer_pool_size="128M", options=dict(LAB_REDO_OPTION))   # the golden copy's
+    # the golden copy's redo log size (datadir_mover.lab.image.LAB_REDO_OPTION): a cell's server need not resize it
+    doc["fixed"].update(clients=2, buffer_pool_size="128M", log_file_size=LAB_REDO_OPTION["innodb_log_file_size"])
     doc["axes"]["placement"] = [f"raid{lv}" for lv in LEVELS]
     target.write_text(yaml.safe_dump(doc, sort_keys=False))
     return target

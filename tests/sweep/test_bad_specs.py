@@ -212,7 +212,9 @@ def test_a_golden_load_option_that_is_part_of_the_key_is_refused_and_builds_noth
     from tuner.sweep import golden
 
     bins = find_binaries(None)
-    key = golden.key_of(bins, "16k", 1)
+    key = golden.key_of(bins, "16k", 97)   # a size no other test builds: nothing of it exists before
+    assert not golden.is_present(key)
     with pytest.raises(SweepError, match="innodb_undo_tablespaces fixed at initialization"):
         golden.ensure(key, bins, load_options={"innodb_undo_tablespaces": "3"})
     assert not golden.is_present(key) and not (golden.golden_root() / f"{key.id}.lock").exists()
+    assert not (golden.golden_root() / f"{key.id}.partial").exists()

@@ -156,9 +156,17 @@ def paired(num: list[Config], den: list[Config], target: Target, quiet_only: boo
     return paired_ratio([gm(num, b) for b in blocks], [gm(den, b) for b in blocks], target)
 
 
+def per_block(num: list[Config], den: list[Config]) -> list[float]:
+    """The comparison's ratio within each block where every cell of both sides has a run."""
+    def gm(cs: list[Config], b: int) -> float:
+        return math.exp(sum(math.log(c.by_block[b]) for c in cs) / len(cs))
+
+    return [gm(num, b) / gm(den, b) for b in _common_blocks(num + den)]
+
+
 def from_model(fit: TwoWay, num: list[Config], den: list[Config], target: Target) -> PairedRatio:
     est, se = fit.contrast([c.config_key for c in num], [c.config_key for c in den])
-    return ratio_from(est, se, fit.n, fit.df, fit.df_per_block, target, "two-way model")
+    return ratio_from(est, se, fit.n, fit.df, fit.df_per_block, target, "two-way model", per_block(num, den))
 
 
 def unpaired(num: list[Config], den: list[Config]) -> Comparison | None:
@@ -202,7 +210,7 @@ class Verdict:
     def text(self) -> str:
         if self.ratio is None:
             return f"{self.question}: {self.num} / {self.den} could not be computed: {self.missing}"
-        return f"{self.question}: {self.num} / {self.den} = {self.ratio.interval()}, {self.ratio.state()}"
+        return f"{self.question}: {self.num} / {self.den} = {self.ratio.text()}"
 
     def quiet_text(self) -> str:
         """'without the 1 block with a noisy run: 1.61x [1.24, 2.09], decided' (empty when none was left out)."""
@@ -210,7 +218,7 @@ class Verdict:
             return ""
         left = self.ratio.n - self.quiet.n
         return (f"without the {left} block{'s' if left != 1 else ''} with a noisy run: "
-                f"{self.quiet.interval()}, {self.quiet.state()}")
+                f"{self.quiet.text()}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"question": self.question, "axis": self.axis, "num": self.num, "den": self.den,

@@ -34,6 +34,7 @@ from tuner.sweep.placement import md_request, provision_blocker, tier_mountpoint
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.provision import plan_create
 from tuner.sweep import golden as golden_mod
+from tuner.sweep.sources import name_papers
 from tuner.sweep.profile_bridge import lint_cell_options
 
 DEFAULTS = {"page_size": "16k", "clients": 8}
@@ -511,7 +512,7 @@ def print_plan(plan: Plan) -> None:
               f"driver {w.driver}/{w.mode}, W={w.warehouses}, warm-up {w.warmup:g} s, measure {w.duration:g} s, "
               + (f"repeats: auto, up to {spec.repeats} blocks" if spec.adaptive else f"{spec.repeats} repeat(s)"))
     if spec.description:
-        con.print(spec.description.splitlines()[0])
+        con.print(escape(name_papers(spec.description.splitlines()[0])))
     tt = Table(title="tiers")
     for col in ("tier", "kind", "available", "file system / facts"):
         tt.add_column(col)

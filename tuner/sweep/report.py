@@ -36,6 +36,7 @@ from tuner.sweep.analysis import (Config, Verdict, configs_from, family_target, 
                                   tier_comparison)
 from tuner.sweep.plan import DATADIR_BYTES_PER_WAREHOUSE
 from tuner.sweep.results import ResultsStore, noise_columns
+from tuner.sweep.sources import name_papers
 from tuner.sweep.spec import placement_label
 from tuner.sweep.stats import Target
 
@@ -413,8 +414,8 @@ def scale_note(spec: dict[str, Any], cells, design: dict[str, Any] | None = None
     if regime.get("seed_data") and regime.get("seed_buffer_pool"):
         seed_ratio = regime["seed_data"] / regime["seed_buffer_pool"]
     out["seed_ratio"] = seed_ratio
-    out["seed_source"] = regime.get("seed_source")
-    out["seed_note"] = regime.get("note")
+    out["seed_source"] = name_papers(regime.get("seed_source") or "") or None
+    out["seed_note"] = name_papers(regime.get("note") or "") or None
     ratio = out["ratio"]
     lines = [f"This sweep ran {w.get('warehouses')} warehouse(s), about {out['data']} of TPC-C tables and indexes, "
              f"against a "

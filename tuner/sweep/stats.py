@@ -267,6 +267,10 @@ class PairedRatio:
     margin: float = 0.05
     target: Target | None = None  # the schedule the interval came from (for the blocks-needed estimate)
     df_per_block: int = 1
+    # the interval's own two-sided level: an early look of an adaptive run and a family of comparisons spend a
+    # small part of the error, so the interval is far wider than a 95% one on the same blocks (issue 33)
+    level: float | None = None
+    per_block: tuple[float, ...] = ()  # the ratio within each block (what a reader checks the interval against)
 
     @functools.cached_property
     def needed(self) -> BlocksNeeded | None:
@@ -287,6 +291,38 @@ class PairedRatio:
             return f"{_r(self.ratio)}x (n={self.n}, no interval)"
         return f"{_r(self.ratio)}x [{_r(self.low)}, {_r(self.high)}]"
 
+    def look(self) -> tuple[int, int] | None:
+        """(this look, the planned looks) of an adaptive run at a planned look; None otherwise."""
+        t = self.target
+        if t is None or not t.adaptive or self.n < t.min_blocks:
+            return None
+        return min(self.n, t.max_blocks) - t.min_blocks + 1, t.looks
+
+    def level_text(self) -> str:
+        """'at level 99.9% (look 1 of up to 6)': how strict the interval is, and why."""
+        if self.level is None or self.low is None:
+            return ""
+        look = self.look()
+        where = f" (look {look[0]} of up to {look[1]})" if look and look[1] > 1 else ""
+        return f"at level {level_percent(self.level)}{where}"
+
+    def per_block_text(self, most: int = 8) -> str:
+        """'per block 2.9x 3.1x 3.0x' (the first ``most`` blocks, then how many more)."""
+        if not self.per_block:
+            return ""
+        shown = " ".join(f"{_r(x)}x" for x in self.per_block[:most])
+        more = len(self.per_block) - most
+        return f"per block {shown}" + (f" (+{more} more)" if more > 0 else "")
+
+    def described(self) -> str:
+        """'3.04x [0.14, 67.65] at level 99.9% (look 1 of up to 6), per block 2.9x 3.1x 3.0x'."""
+        parts = [" ".join(x for x in (self.interval(), self.level_text()) if x), self.per_block_text()]
+        return ", ".join(x for x in parts if x)
+
+    def text(self) -> str:
+        """The whole answer for people: the interval, its level, the blocks' own ratios, and the state."""
+        return f"{self.described()}, {self.state()}"
+
     def state(self) -> str:
         if self.status == "unknown":
             return "undecided (needs at least 2 blocks)"
@@ -302,12 +338,28 @@ class PairedRatio:
         return {"n": self.n, "ratio": self.ratio, "low": self.low, "high": self.high, "sd_log": self.sd_log,
                 "df": self.df, "status": self.status, "decided": self.decided, "method": self.method,
                 "margin": self.margin, "blocks_needed": self.needed.to_dict() if self.needed else None,
-                "text": f"{self.interval()}, {self.state()}"}
+                "level": self.level, "look": list(self.look()) if self.look() else None,
+                "per_block": list(self.per_block), "text": self.text()}
 
 
 def _r(x: float) -> str:
     """A ratio for people: two decimals, or two significant digits far from 1 (never "0.00")."""
     return f"{x:.2f}" if 0.1 <= x < 100 else f"{x:.2g}"
+
+
+def level_percent(level: float) -> str:
+    """95% -> '95%', 0.975 -> '97.5%', 0.99994 -> '99.994%': enough digits to tell the level from 100%."""
+    if level >= 1.0:
+        return "100%"
+    digits = max(1, math.ceil(-math.log10(1.0 - level)) - 1)
+    return f"{level * 100:.{digits}f}".rstrip("0").rstrip(".") + "%"
+
+
+def interval_level(critical: float, df: float) -> float:
+    """The two-sided level of a t interval with this critical value and degrees of freedom."""
+    if math.isinf(critical):
+        return 1.0
+    return 2.0 * t_cdf(critical, df) - 1.0
 
 
 def status_of(mean: float, half: float, margin: float) -> str:
@@ -321,7 +373,7 @@ def status_of(mean: float, half: float, margin: float) -> str:
 
 
 def ratio_from(mean: float, se: float, n: int, df: int, df_per_block: int, target: Target,
-               method: str) -> PairedRatio:
+               method: str, per_block: Sequence[float] = ()) -> PairedRatio:
     """A log-scale estimate and its standard error as a ratio with the schedule's interval and verdict."""
     crit = target.critical(n, df_per_block)
     half = crit * se
@@ -329,7 +381,7 @@ def ratio_from(mean: float, se: float, n: int, df: int, df_per_block: int, targe
     if target.adaptive and n < target.min_blocks:
         status = "undecided"  # not a planned look
     return PairedRatio(n, math.exp(mean), math.exp(mean - half), math.exp(mean + half), se * math.sqrt(n), df, status,
-                       method, target.equivalence, target, df_per_block)
+                       method, target.equivalence, target, df_per_block, interval_level(crit, df), tuple(per_block))
 
 
 def paired_ratio(num: Sequence[float], den: Sequence[float], target: Target | None = None) -> PairedRatio:
@@ -345,7 +397,9 @@ def paired_ratio(num: Sequence[float], den: Sequence[float], target: Target | No
     if n == 0:
         raise ValueError("no blocks to compare")
     m = float(d.mean())
+    per_block = tuple(math.exp(float(x)) for x in d)
     if n < 2:
-        return PairedRatio(n, math.exp(m), None, None, None, None, "unknown", "paired", target.equivalence)
+        return PairedRatio(n, math.exp(m), None, None, None, None, "unknown", "paired", target.equivalence,
+                           per_block=per_block)
     sd = float(d.std(ddof=1))
-    return ratio_from(m, sd / math.sqrt(n), n, n - 1, 1, target, "paired")
+    return ratio_from(m, sd / math.sqrt(n), n, n - 1, 1, target, "paired", per_block)

@@ -32,9 +32,11 @@ from markupsafe import Markup, escape
 from tuner.core.durable import write_json_atomic
 from tuner.core.errors import SweepError
 from tuner.core.units import human_size, parse_size
+from tuner.sweep import outliers as outliers_mod
 from tuner.sweep.analysis import (Config, Verdict, configs_from, family_target, label_of, model_fit, questions, recommend,
                                   tier_comparison)
 from tuner.sweep.plan import DATADIR_BYTES_PER_WAREHOUSE
+from tuner.sweep.evidence import SIGNALS, evidence_columns
 from tuner.sweep.results import ResultsStore, noise_columns
 from tuner.sweep.sources import name_papers
 from tuner.sweep.spec import placement_label
@@ -317,6 +319,53 @@ def fig_timeline(configs: list[Config]) -> Figure | None:
                   "together are the machine's drift, which the paired comparisons cancel.", _png(fig))
 
 
+def _signal_choice(runs: list[outliers_mod.Run], found: list[outliers_mod.Outlier], most: int = 3) -> list[str]:
+    """The signals to plot: those that moved with the outliers (most often first), else the usual suspects."""
+    counts: dict[str, int] = {}
+    for o in found:
+        for m in o.moved:
+            counts[m.signal] = counts.get(m.signal, 0) + 1
+    ordered = sorted(counts, key=lambda k: -counts[k]) + [k for k in DEFAULT_SIGNALS if k not in counts]
+    # a signal the server does not report (None) or that stayed at 0 in every run has nothing to show
+    present = [k for k in ordered if any(r.signals.get(k) for r in runs)]
+    return present[:most]
+
+
+DEFAULT_SIGNALS = ("server_cpu_cores", "row_lock_waits", "free_page_waits", "lru_flushed", "iowait_share")
+
+
+def fig_outliers(runs: list[outliers_mod.Run], found: list[outliers_mod.Outlier]) -> Figure | None:
+    """Throughput against each signal, cell by cell (colour), the outlier runs ringed: what moved with them."""
+    signals = _signal_choice(runs, found)
+    if not found or not signals:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(signals), figsize=(3.6 * len(signals) + 1.5, 3.6), squeeze=False)
+    cells = sorted({r.cell for r in runs})
+    ringed = {(o.run.cell, o.run.block) for o in found}
+    for ax, key in zip(axes[0], signals):
+        for i, cell in enumerate(cells):
+            pts = [r for r in runs if r.cell == cell and r.signals.get(key) is not None]
+            ax.scatter([r.signals[key] for r in pts], [r.tpmc for r in pts], color=PALETTE[i % len(PALETTE)],
+                       label=cell, s=28, zorder=3)
+            for r in pts:
+                ax.annotate(f"b{r.block}", (r.signals[key], r.tpmc), xytext=(4, 3), textcoords="offset points",
+                            fontsize=7)
+                if (r.cell, r.block) in ringed:
+                    ax.scatter([r.signals[key]], [r.tpmc], s=160, facecolors="none", edgecolors="#d62728", lw=1.5,
+                               zorder=4)
+        label = SIGNALS.get(key, (key, ""))[0]
+        ax.set_xlabel(label + (" per second" if key in outliers_mod.RATES else ""))
+        ax.set_ylabel(TPMC_AXIS)
+        _thousands(ax)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="cell (red ring: outlier)",
+                       title_fontsize=7)
+    return Figure("outliers.png", "throughput against InnoDB's wait evidence",
+                  "Each point is one cell run (b1 = block 1), its tpmC against a signal InnoDB recorded over the same "
+                  "measured window; a red ring marks a run whose throughput is an outlier of its cell. A signal that "
+                  "moves with the ringed runs names what the server waited on.", _png(fig))
+
+
 # ---------------------------------------------------------------------------
 # Tables
 
@@ -333,6 +382,49 @@ def cell_rows(configs: list[Config]) -> list[dict[str, Any]]:
                "noisy": sum(bool(r.noisy) for r in c.runs), "failed": len(c.failed)}
         rows.append(row)
     return rows
+
+
+def evidence_rows(cells) -> list[dict[str, Any]]:
+    """InnoDB's wait evidence of every run, beside its throughput and pressure."""
+    rows = []
+    for c in sorted(cells, key=lambda c: c.idx):
+        if c.status != "ok":
+            continue
+        e = evidence_columns(c.evidence, c.noise)
+        num = lambda k: "-" if e[k] is None else f"{e[k]:,.0f}"  # noqa: E731
+        rows.append({"block": c.block, "cell": c.label, "tpmc": f"{c.tpmc:,.0f}" if c.tpmc else "-",
+                     "wait_free": num("free_page_waits"), "lru": num("lru_flushed"), "flush_list": num("flush_list_flushed"),
+                     "row_lock": num("row_lock_waits"), "row_lock_ms": num("row_lock_time_ms"), "log_waits": num("log_waits"),
+                     "os_waits": num("os_waits"), "pending_fsyncs": num("pending_fsyncs"),
+                     "checkpoint_age": "-" if e["checkpoint_age"] is None else human_size(e["checkpoint_age"]),
+                     "cleaner": num("page_cleaner_warnings"),
+                     "cpu": "-" if e["server_cpu_cores"] is None else f"{e['server_cpu_cores']:.2f}",
+                     "iowait": "-" if e["iowait_share"] is None else f"{e['iowait_share'] * 100:.0f}%",
+                     "error": (c.evidence or {}).get("error") if c.evidence else "not recorded (stored before schema 4)"})
+    return rows
+
+
+def evidence_note(cells) -> str:
+    """What the servers of this run report and do not report, so that a 0 is not read as 'no waits'."""
+    ok = [c for c in cells if c.status == "ok"]
+    mariadb = [c for c in ok if "mariadb" in (c.server_version or "").lower()]
+    parts = ["Counts are over each run's measured window (SHOW GLOBAL STATUS and SHOW ENGINE INNODB STATUS at "
+             "both ends, the error log between them); CPU is the sweep's own processes' (the server and the "
+             "driver), iowait the machine's."]
+    if mariadb:
+        parts.append("MariaDB counts almost no free-page waits (0 was recorded even where every page write was an "
+                     "LRU flush): its page cleaner frees pages ahead of the threads, so read the LRU-flushed pages "
+                     "(dirty pages written to free a page) as the eviction pressure. It prints no OS-wait or spin "
+                     "counts (its SEMAPHORES section is empty since 10.6) and no page-cleaner overrun warnings "
+                     "(since 10.5): \"-\" there means not reported, not zero.")
+    if len(mariadb) < len(ok):
+        parts.append("MySQL counts free-page waits and OS waits but does not split LRU flushing out of the pages "
+                     "flushed in SHOW STATUS.")
+    missing = [c for c in ok if not c.evidence]
+    if missing:
+        parts.append(f"{len(missing)} run{'s' if len(missing) != 1 else ''} carry no evidence (recorded before "
+                     "innotier stored it).")
+    return " ".join(parts)
 
 
 def noise_rows(cells) -> list[dict[str, Any]]:
@@ -478,9 +570,11 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
     findings = recommend(configs, axes, tier_facts, target, verdicts)
     tw = model_fit(configs)
     across = tier_comparison(findings, target)
+    runs = outliers_mod.runs_of(cells)
+    outliers = outliers_mod.find(runs)
     figures = [f for f in (fig_forest(verdicts), fig_summary(configs), fig_clients(configs),
                            fig_consistency(configs, axes), fig_placement(configs, axes), fig_latency(configs),
-                           fig_timeline(configs)) if f]
+                           fig_timeline(configs), fig_outliers(runs, outliers)) if f]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -511,6 +605,7 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
                       "comparison uses its own paired interval.",
         "noisy_runs": sum(bool(c.noisy) for c in cells), "noise_explains": noise_explains(cells, configs),
         "noise_warning": noise_warning(cells),
+        "outliers": outliers, "evidence": evidence_rows(cells), "evidence_note": evidence_note(cells),
         "scale": scale_note(spec, cells, info.get("design")),
         "goldens": sorted({json.dumps((c.golden or {}).get("key", {}), sort_keys=True) for c in cells}),
         "option_files": {cfg.label: cfg.runs[0].option_file for cfg in configs if cfg.runs and cfg.runs[0].option_file},
@@ -526,6 +621,6 @@ def build_report(store: ResultsStore, run: str, out_dir: str | Path) -> Report:
         "scale": context["scale"], "verdicts": [v.to_dict() for v in verdicts], "cells": [
             {"cell": c.label, "settings": c.settings, "tpmc": c.summary.to_dict() if c.summary else None,
              "checks_ok": c.checks_ok} for c in configs],
-        "noise": context["noise"],
+        "noise": context["noise"], "outliers": [o.to_dict() for o in outliers],
         "recommendations": [f.to_dict() for f in findings], "tiers": across})
     return Report(run_id, html, md, paths, [f.text for f in findings], summary, [v.text() for v in verdicts])

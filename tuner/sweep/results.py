@@ -23,6 +23,7 @@ a store lacks (``SCHEMA`` creates a fresh store with some of them already).
       budget changes), runs.stop_json (why and when an adaptive run
       stopped), cells.noise_json (what else used the machine during the measured window) and
       cells.noisy (the window was flagged).
+  v4  cells.evidence_json (InnoDB's wait evidence over the measured window: tuner/sweep/evidence.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any, Iterator
 
 from tuner.core.errors import SweepError
 from tuner.core.paths import innotier_home
+from tuner.sweep.evidence import evidence_columns
 
 # (version, columns added): each migration adds the columns a store lacks (a database created fresh from
 # SCHEMA already has some of them), in one transaction with its version number
@@ -44,6 +46,7 @@ MIGRATIONS: list[tuple[int, tuple[tuple[str, str, str], ...]]] = [
     (2, (("cells", "host", "TEXT"),)),  # fleet sweeps merge several hosts' cells into one database
     (3, (("runs", "design_json", "TEXT"), ("runs", "stop_json", "TEXT"),  # block order, seed, stop rule; why stopped
          ("cells", "noise_json", "TEXT"), ("cells", "noisy", "INTEGER"))),  # what else used the machine
+    (4, (("cells", "evidence_json", "TEXT"),)),  # InnoDB's own wait evidence over the measured window
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -119,11 +122,12 @@ SET_BUDGET = "UPDATE runs SET design_json = json_set(design_json, '$.stop.budget
 REPLACE_CELL = """
 INSERT OR REPLACE INTO cells (run_id, cell_id, idx, config_key, repeat, label, settings_json, status, failure,
     started_at, finished_at, phases_json, tpmc, nopm, tpm, result_json, check_ok, check_json, option_file,
-    server_version, variables_json, tiers_json, golden_json, environment_json, pt_summary, host, noise_json, noisy)
+    server_version, variables_json, tiers_json, golden_json, environment_json, pt_summary, host, noise_json, noisy,
+    evidence_json)
 VALUES (:run_id, :cell_id, :idx, :config_key, :repeat, :label, :settings_json, :status, :failure,
     :started_at, :finished_at, :phases_json, :tpmc, :nopm, :tpm, :result_json, :check_ok, :check_json,
     :option_file, :server_version, :variables_json, :tiers_json, :golden_json, :environment_json, :pt_summary, :host,
-    :noise_json, :noisy)
+    :noise_json, :noisy, :evidence_json)
 """
 DELETE_TIMELINE = "DELETE FROM timeline WHERE run_id = ? AND cell_id = ?"
 INSERT_POINT = """
@@ -138,6 +142,12 @@ SELECT r.run_id, r.name, r.created_at, r.updated_at, r.finished_at, r.total_cell
        (SELECT COUNT(*) FROM cells c WHERE c.run_id = r.run_id AND c.status = 'failed') AS failed_cells
 FROM runs r ORDER BY r.created_at
 """
+
+
+# the evidence columns an export adds (the pressure columns are noise_columns' already)
+EXPORTED = ("free_page_waits", "lru_flushed", "lru_freed", "flush_list_flushed", "pages_flushed", "log_waits",
+            "row_lock_waits", "row_lock_time_ms", "os_waits", "spin_rounds", "pending_fsyncs", "checkpoint_age",
+            "page_cleaner_warnings")
 
 
 def noise_columns(noise: dict[str, Any] | None) -> dict[str, Any]:
@@ -189,6 +199,7 @@ class CellRecord:
     pt_summary: str | None = None
     host: str | None = None  # the fleet host that ran the cell (None: this machine)
     noise: dict[str, Any] | None = None  # tuner.sweep.noise figures of the measured window, and the probe
+    evidence: dict[str, Any] | None = None  # tuner.sweep.evidence: the server's wait evidence over that window
 
     @property
     def block(self) -> int:
@@ -291,6 +302,7 @@ class ResultsStore:
             "variables_json": _j(rec.variables), "tiers_json": _j(rec.tiers), "golden_json": _j(rec.golden),
             "environment_json": _j(rec.environment), "pt_summary": rec.pt_summary, "host": rec.host,
             "noise_json": _j(rec.noise), "noisy": None if rec.noisy is None else int(rec.noisy),
+            "evidence_json": _j(rec.evidence),
         }
         with self._tx():
             self.conn.execute(DELETE_TIMELINE, (rec.run_id, rec.cell_id))
@@ -370,7 +382,7 @@ class ResultsStore:
             check_ok=None if r["check_ok"] is None else bool(r["check_ok"]), option_file=r["option_file"],
             server_version=r["server_version"], variables=_u(r["variables_json"]), tiers=_u(r["tiers_json"]),
             golden=_u(r["golden_json"]), environment=_u(r["environment_json"]), pt_summary=r["pt_summary"],
-            host=r["host"], noise=_u(r["noise_json"]))
+            host=r["host"], noise=_u(r["noise_json"]), evidence=_u(r["evidence_json"]))
 
     def cell(self, run_id: str, cell_id: str) -> CellRecord:
         r = self.conn.execute("SELECT * FROM cells WHERE run_id = ? AND (cell_id = ? OR cell_id LIKE ?) "
@@ -401,7 +413,8 @@ class ResultsStore:
                    "new_order_p99_ms": lat.get("p99"), "errors": (c.result or {}).get("errors"),
                    "check_ok": c.check_ok, "server_version": c.server_version,
                    "measured_seconds": (c.result or {}).get("measured_seconds"), "block": c.block,
-                   **noise_columns(c.noise)}
+                   **noise_columns(c.noise),
+                   **{f"evidence.{k}": v for k, v in evidence_columns(c.evidence).items() if k in EXPORTED}}
             for k, v in sorted(c.settings.items()):
                 if k == "options":
                     for o, ov in sorted((v or {}).items()):

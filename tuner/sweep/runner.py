@@ -36,6 +36,7 @@ from tuner.core.sandbox import ServerBinaries, find_binaries
 from tuner.core.server import ConnectionSpec, fetch_variables
 from tuner.sweep import golden as golden_mod
 from tuner.sweep import noise as noise_mod
+from tuner.sweep.evidence import EvidenceWindow
 from tuner.sweep import stoprule
 from tuner.sweep.analysis import configs_from, family_target, questions
 from tuner.sweep.placement import TierSession, _tier_facts, cell_dir, clear_cell_dirs, place_components
@@ -428,12 +429,14 @@ class Runner:
         if self.exporter is not None:
             self.exporter.set_measurement(measurement)
         window = noise_mod.NoiseWindow(roots, self.opts.noise_threshold)
+        witness = EvidenceWindow(sb.connection_spec().connect, Path(sb.error_log))
         clock.enter(SweepPhase.WARMUP)
-        start = _measure_starts(clock, window)
+        start = _measure_starts(clock, window, witness)
         measurement.subscribe(lambda m: start() if m.phase == "measure" else None)
         result = self._drive(sb.connection_spec(golden_mod.TPCC_DATABASE), cell, measurement, start)
         if window.started:
             noise["window"] = window.end()
+        rec.evidence = witness.end()
         rec.result = result.to_dict()
         if not result.complete or result.failure:
             raise SweepError(f"the TPC-C run did not complete: {result.failure or 'incomplete'}")
@@ -536,13 +539,16 @@ class PhaseClock:
         return dict(self.seconds)
 
 
-def _measure_starts(clock: PhaseClock, window: noise_mod.NoiseWindow) -> Callable[[], None]:
-    """Warm-up -> measure, once: opens the noise window.  The built-in driver's Measurement tells its listeners
-    as each report interval closes (so the window spans the measured phase from its first interval's end); an
-    external tool's adapter calls it when its measured phase starts."""
+def _measure_starts(clock: PhaseClock, window: noise_mod.NoiseWindow,
+                    witness: EvidenceWindow | None = None) -> Callable[[], None]:
+    """Warm-up -> measure, once: opens the noise window and the server's wait evidence.  The built-in driver's
+    Measurement tells its listeners as each report interval closes (so the window spans the measured phase from
+    its first interval's end); an external tool's adapter calls it when its measured phase starts."""
 
     def start() -> None:
         if clock.phase == SweepPhase.WARMUP:
+            if witness is not None:
+                witness.begin()
             window.begin()
             clock.enter(SweepPhase.MEASURE)
 

@@ -1,0 +1,201 @@
+"""InnoDB's own wait evidence over a cell's measured window: what the server waited on, beside its throughput.
+
+A cell whose throughput falls while its CPU and I/O stay low waited on something else (issue 33: the 4 KB
+page-size cells at 2,880 tpmC used 18-28% CPU).  ``EvidenceWindow`` reads the server at both ends of the
+measured window and stores the differences:
+
+- SHOW GLOBAL STATUS counters (``COUNTERS``): free-page waits (a thread found no free page and waited for
+  the page cleaner), pages flushed from the LRU tail and from the flush list, log waits (the log buffer
+  was full), row-lock waits and their time, data fsyncs;
+- gauges at the end (``GAUGES``): pending fsyncs, free pages, MariaDB's checkpoint age;
+- SHOW ENGINE INNODB STATUS (tuner.core.innodb_status) at both ends: OS-wait and spin-round deltas (MySQL;
+  MariaDB 10.6+ prints no semaphore counts), row-lock and semaphore waits at each instant, pending fsyncs
+  and I/O, checkpoint age from the LSN lines;
+- the error log written during the window: the page cleaner's "intended loop took" / "Page cleaner took"
+  warnings (MariaDB 10.5+ prints none).
+
+What the servers report differs, and the report says so rather than showing a 0 as "no waits": MariaDB
+10.11 and 11.8 reported 0 free-page waits over a 4 KB, 8M-buffer-pool run in which every page write was an
+LRU flush (recorded in tests/fixtures/recorded/innodb-status/); what they do report is the eviction work
+itself, ``Innodb_buffer_pool_pages_LRU_flushed`` (dirty pages written to free a page) and ``..._LRU_freed``.
+MySQL 9.7 counted 935 free-page waits in the same regime and splits no LRU flushing out in SHOW STATUS.
+
+The CPU and I/O pressure of the window are the noise window's (tuner/sweep/noise.py): ``evidence_columns``
+puts both side by side.  Reading the evidence never fails a cell: a failed read is stored as its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from tuner.core import innodb_status
+from tuner.core.server import fetch_status
+
+# evidence name -> SHOW GLOBAL STATUS variable (compared without case: MariaDB prints ..._lru_flushed)
+COUNTERS = {
+    "free_page_waits": "Innodb_buffer_pool_wait_free",
+    "lru_flushed": "Innodb_buffer_pool_pages_LRU_flushed",  # MariaDB
+    "lru_freed": "Innodb_buffer_pool_pages_LRU_freed",  # MariaDB 10.6+: clean pages evicted from the LRU tail
+    "pages_flushed": "Innodb_buffer_pool_pages_flushed",
+    "log_waits": "Innodb_log_waits",
+    "row_lock_waits": "Innodb_row_lock_waits",
+    "row_lock_time_ms": "Innodb_row_lock_time",
+    "data_fsyncs": "Innodb_data_fsyncs",
+}
+GAUGES = {
+    "pending_fsyncs": "Innodb_data_pending_fsyncs",
+    "log_pending_fsyncs": "Innodb_os_log_pending_fsyncs",  # MySQL
+    "free_pages": "Innodb_buffer_pool_pages_free",
+    "checkpoint_age": "Innodb_checkpoint_age",  # MariaDB
+}
+# cumulative counters of the monitor output (differences over the window)
+MONITOR_COUNTERS = ("os_wait_reservations", "os_wait_signals", "rw_spins", "rw_spin_rounds", "rw_os_waits")
+# what the monitor output says at an instant (kept at both ends)
+MONITOR_NOW = ("semaphore_waits_now", "lock_waits_now", "pending_fsyncs", "pending_log_fsyncs", "pending_reads",
+               "pending_writes", "checkpoint_age", "free_pages", "modified_pages", "pending_lru_writes",
+               "pending_flush_list_writes")
+
+
+def _status_numbers(status: dict[str, str], names: dict[str, str]) -> dict[str, int | None]:
+    lower = {k.lower(): v for k, v in status.items()}
+    out: dict[str, int | None] = {}
+    for key, var in names.items():
+        raw = lower.get(var.lower())
+        try:
+            out[key] = int(raw) if raw is not None else None
+        except ValueError:
+            out[key] = None
+    return out
+
+
+def _delta(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else b - a
+
+
+Reading = dict[str, Any]  # t, counters, gauges, monitor, log_offset: the server at one instant
+
+
+def read(conn, error_log: Path | None) -> Reading:
+    """Status counters and gauges, the monitor's figures and the error log's size, now."""
+    status = fetch_status(conn)
+    monitor = innodb_status.parse(innodb_status.fetch(conn)).to_dict()
+    return {"t": time.monotonic(), "counters": _status_numbers(status, COUNTERS),
+            "gauges": _status_numbers(status, GAUGES), "monitor": monitor, "log_offset": _size(error_log)}
+
+
+def _size(path: Path | None) -> int | None:
+    try:
+        return os.path.getsize(path) if path else None
+    except OSError:
+        return None
+
+
+def _log_since(path: Path | None, offset: int | None) -> str:
+    if path is None or offset is None:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(4 << 20).decode(errors="replace")  # a window's warnings, not a runaway log
+    except OSError:
+        return ""
+
+
+def window_evidence(begin: Reading, end: Reading, log_text: str) -> dict[str, Any]:
+    """The differences between two readings and the page-cleaner warnings logged between them."""
+    seconds = max(end["t"] - begin["t"], 1e-9)
+    counters = {k: _delta(begin["counters"].get(k), end["counters"].get(k)) for k in COUNTERS}
+    if counters["pages_flushed"] is not None and counters["lru_flushed"] is not None:
+        counters["flush_list_flushed"] = counters["pages_flushed"] - counters["lru_flushed"]
+    mb, me = begin["monitor"], end["monitor"]
+    warnings = innodb_status.page_cleaner_warnings(log_text)
+    return {
+        "seconds": round(seconds, 2),
+        "counters": counters,
+        "per_second": {k: round(v / seconds, 3) for k, v in counters.items() if v is not None},
+        "gauges_end": end["gauges"],
+        "monitor": {**{k: _delta(mb.get(k), me.get(k)) for k in MONITOR_COUNTERS},
+                    "begin": {k: mb.get(k) for k in MONITOR_NOW}, "end": {k: me.get(k) for k in MONITOR_NOW}},
+        "page_cleaner": {"warnings": len(warnings), "max_took_ms": max((w.took_ms for w in warnings), default=None)},
+    }
+
+
+class EvidenceWindow:
+    """Readings around a measured window.  ``connect()`` opens a connection to the cell's server."""
+
+    def __init__(self, connect: Callable[[], Any], error_log: Path | None) -> None:
+        self._connect = connect
+        self._error_log = error_log
+        self._begin: Reading | None = None
+        self.failure: str | None = None
+
+    def _read(self) -> Reading:
+        conn = self._connect()
+        try:
+            return read(conn, self._error_log)
+        finally:
+            conn.close()
+
+    def begin(self) -> None:
+        try:
+            self._begin = self._read()
+        except Exception as exc:  # evidence is a witness, never a reason to fail the cell
+            self.failure = f"reading the server at the window's start failed: {type(exc).__name__}: {exc}"
+
+    def end(self) -> dict[str, Any]:
+        if self._begin is None:
+            return {"error": self.failure or "the measured window never started"}
+        try:
+            end = self._read()
+        except Exception as exc:
+            return {"error": f"reading the server at the window's end failed: {type(exc).__name__}: {exc}"}
+        return window_evidence(self._begin, end, _log_since(self._error_log, self._begin["log_offset"]))
+
+
+# ---------------------------------------------------------------------------
+# Flat figures (report, outliers, export)
+
+# column -> (label for people, what it means)
+SIGNALS = {
+    "free_page_waits": ("free-page waits", "a thread found no free page and waited for the page cleaner"),
+    "lru_flushed": ("LRU-flushed pages", "dirty pages written from the LRU tail to free a page (MariaDB)"),
+    "lru_freed": ("LRU-freed pages", "clean pages evicted from the LRU tail (MariaDB 10.6+)"),
+    "flush_list_flushed": ("flush-list-flushed pages", "pages written by checkpoint flushing"),
+    "pages_flushed": ("pages flushed", "all page writes"),
+    "log_waits": ("log waits", "the log buffer was full"),
+    "row_lock_waits": ("row-lock waits", "transactions that waited for a row lock"),
+    "row_lock_time_ms": ("row-lock wait time (ms)", "time spent waiting for row locks"),
+    "os_waits": ("OS waits", "threads that slept on a latch (MySQL; MariaDB prints none)"),
+    "spin_rounds": ("spin rounds", "latch spin rounds (MySQL)"),
+    "pending_fsyncs": ("pending fsyncs", "fsyncs not yet done at the window's end"),
+    "checkpoint_age": ("checkpoint age (bytes)", "redo written since the last checkpoint, at the window's end"),
+    "page_cleaner_warnings": ("page-cleaner warnings", "page-cleaner loops that overran, from the error log"),
+    "server_cpu_cores": ("server + driver CPU (cores)", "CPU of the sweep's processes (noise window)"),
+    "iowait_share": ("iowait share", "the machine's iowait over the window"),
+    "psi_io_some": ("I/O pressure", "share of the window some task stalled on I/O (PSI)"),
+}
+
+
+def evidence_columns(evidence: dict[str, Any] | None, noise: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One cell run's evidence and pressure as flat figures (None: not recorded or not reported)."""
+    e = evidence or {}
+    c = e.get("counters") or {}
+    m = e.get("monitor") or {}
+    end = m.get("end") or {}
+    gauges = e.get("gauges_end") or {}
+    w = (noise or {}).get("window") or {}
+    pending = [v for v in (gauges.get("pending_fsyncs"), end.get("pending_fsyncs")) if v is not None]
+    return {
+        **{k: c.get(k) for k in ("free_page_waits", "lru_flushed", "lru_freed", "flush_list_flushed", "pages_flushed",
+                                 "log_waits", "row_lock_waits", "row_lock_time_ms")},
+        "os_waits": m.get("os_wait_reservations"), "spin_rounds": m.get("rw_spin_rounds"),
+        "pending_fsyncs": max(pending) if pending else None,
+        "checkpoint_age": end.get("checkpoint_age") if end.get("checkpoint_age") is not None else gauges.get(
+            "checkpoint_age"),
+        "page_cleaner_warnings": (e.get("page_cleaner") or {}).get("warnings"),
+        "server_cpu_cores": w.get("ours_cores"), "iowait_share": w.get("iowait_share"),
+        "psi_io_some": ((w.get("psi") or {}).get("io") or {}).get("some_stall_share"),
+    }

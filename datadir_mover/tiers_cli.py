@@ -71,6 +71,13 @@ def register(sub) -> None:
                     help="make fio's data this compressible (zram: InnoDB pages compress; default incompressible)")
     be.add_argument("--member-baseline", metavar="FILE",
                     help="md RAID: a stored bench of one member device, for the expected-vs-measured ratios")
+    be.add_argument("--profile", choices=("standard", "dax"), default="standard",
+                    help="standard: the four jobs above; dax: the PMDK thesis's DAX-against-page-cache measurements "
+                         "(sequential and random bandwidth through libaio and psync, open / append+fsync / unlink "
+                         "latency, page-fault cost with and without MAP_SYNC)")
+    be.add_argument("--against", metavar="MOUNT",
+                    help="--profile dax: measure this second tier too and show the two side by side (e.g. the same "
+                         "device without DAX)")
     be.add_argument("--json", action="store_true", help="print JSON")
     be.set_defaults(func=cmd_bench)
 
@@ -223,6 +230,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise UsageError(f"--member-baseline {args.member_baseline}: cannot read it ({exc}); "
                              "give a JSON file stored by `innotier tiers bench`") from None
     size = parse_size(args.size, "--size")
+    if args.profile == "dax":
+        return _bench_dax(path, size, args)
+    if args.against:
+        raise UsageError("--against compares tiers with --profile dax only; add --profile dax or drop --against")
     tier = tier_for_path(path)
     fio.fio_version()
     result = _run_bench_with_progress(fio, tier, path, size, args, baseline)
@@ -231,6 +242,47 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 0
     _print_bench(result)
     return 0
+
+
+def _bench_dax(path: str, size: int, args: argparse.Namespace) -> int:
+    import os
+
+    from datadir_mover.tiers import fio_dax
+
+    if args.member_baseline or args.compress_percentage is not None:
+        raise UsageError("--member-baseline and --compress-percentage belong to the standard profile; drop them "
+                         "with --profile dax")
+    sides = [path]
+    if args.against:
+        other = os.path.abspath(args.against)
+        if not os.path.isdir(other):
+            raise UsageError(f"--against {other} is not a directory; give a directory on the tier to compare with")
+        sides.append(other)
+    fio.fio_version()
+    result = fio_dax.compare([(tier_for_path(p), p) for p in sides], size, args.runtime)
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    _print_dax(result)
+    return 0
+
+
+def _print_dax(result) -> None:
+    heads = [f"{r.tier.get('kind')} {r.tier.get('mountpoint')} ({r.tier.get('fs')}, "
+             f"{'DAX' if r.dax else 'no DAX'}, {r.io_mode})" for r in result.runs]
+    columns = ["metric", "unit", *heads] + (["B / A"] if len(result.runs) > 1 else [])
+    rows = []
+    for row in result.rows():
+        line = {"metric": row["metric"], "unit": row["unit"], **dict(zip(heads, row["text"]))}
+        if len(result.runs) > 1:
+            line["B / A"] = "-" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+        rows.append(line)
+    _wide_table(rows, columns, title=f"DAX against the page cache (PMDK thesis): {result.fio_version}, kernel "
+                                     f"{result.kernel}" + (", A = the first tier, B = --against" if len(heads) > 1 else ""))
+    for r in result.runs:
+        for note in r.notes:
+            print(f"note ({r.tier.get('mountpoint')}): {note}")
+    print(f"stored: {result.stored_at}")
 
 
 # ---- output helpers ----------------------------------------------------------------------------

@@ -80,6 +80,14 @@ def test_two_cell_sweep_results_report_and_metrics(tmp_path, write_spec, backgro
             assert c.environment["kernel"].startswith("Linux") and c.environment["innotier"]
             assert "Percona Toolkit MySQL Summary Report" in (c.pt_summary or "")
             assert c.golden["clone"]["bytes"] > 0 and c.phases["measure"] > 0
+            # InnoDB's own wait evidence over the measured window (issue 33): read from the server at both ends
+            ev = c.evidence
+            assert "error" not in ev, ev
+            assert 10 <= ev["seconds"] <= 30 and ev["counters"]["data_fsyncs"] > 0  # every commit syncs the redo
+            assert ev["counters"]["row_lock_waits"] >= 0 and ev["counters"]["free_page_waits"] >= 0
+            assert ev["counters"]["lru_flushed"] is not None  # MariaDB splits LRU flushing out
+            assert ev["monitor"]["os_wait_reservations"] is None  # and prints no wait array (10.6+)
+            assert ev["monitor"]["end"]["checkpoint_age"] >= 0 and ev["page_cleaner"]["warnings"] == 0
         moved = cells[1]
         assert moved.settings["placement"] == {"datadir": "disk", "redo": "tmpfs"}
         redo_dir = moved.variables["innodb_log_group_home_dir"]
@@ -106,12 +114,14 @@ def test_two_cell_sweep_results_report_and_metrics(tmp_path, write_spec, backgro
     assert "On disk: ranking not established" in html and "(a default, not a finding of this sweep)" in html
     md = (report_dir / "report.md").read_text()
     assert "| cell |" in md and "![placement comparison](placement.png)" in md
+    assert "## Outliers and InnoDB's wait evidence" in md and "MariaDB counts almost no free-page waits" in md
     summary = json.loads((report_dir / "summary.json").read_text())
     assert summary["complete"] and summary["recommendations"][0]["tier"] == "disk"
 
     # results commands
     exp = cli("results", "export", run_id, "--csv", check=True)
     assert len(exp.stdout.strip().splitlines()) == 3 and "tpmc" in exp.stdout.splitlines()[0]
+    assert "evidence.row_lock_waits" in exp.stdout.splitlines()[0]
     shown = json.loads(cli("results", "show", run_id, "--json", check=True).stdout)
     assert len(shown["cells"]) == 2
     cell = json.loads(cli("results", "show", run_id, cells[1].cell_id, "--json", check=True).stdout)

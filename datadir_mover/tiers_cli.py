@@ -12,7 +12,7 @@ from datadir_mover.tiers.detect import detect_tiers, tier_for_path
 from tuner.core.cliutil import print_json
 from tuner.core.units import human_size, parse_size
 from datadir_mover.tiers.provision import plan_create, plan_destroy
-from datadir_mover.tiers import fio
+from datadir_mover.tiers import fio, fio_dax
 from datadir_mover.tiers.plan import apply_plan
 from datadir_mover.tiers.base import FILESYSTEMS, split_options
 from datadir_mover.tiers.pmem import DAX_FILESYSTEMS, PMEM_SOURCES
@@ -246,8 +246,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _bench_dax(path: str, size: int, args: argparse.Namespace) -> int:
     import os
-
-    from datadir_mover.tiers import fio_dax
 
     if args.member_baseline or args.compress_percentage is not None:
         raise UsageError("--member-baseline and --compress-percentage belong to the standard profile; drop them "

@@ -131,7 +131,7 @@ def test_two_cell_sweep_results_report_and_metrics(tmp_path, write_spec, backgro
     assert "consistency checks: all passed" in human and "checks: True" not in human
     assert "{'" not in human and "': " not in human, human
     for shown_part in ("settings", "option files:", f"server: {cell['server_version']}", "environment", "innotier",
-                       "mysql-connector-python", redo_dir):
+                       "mysql-connector-python", redo_dir, "InnoDB wait evidence over the measured window: "):
         assert shown_part in human, shown_part
     assert f"innotier results show {run_id} CELL" in cli("results", "show", run_id, check=True).stdout
     assert f"`innotier results show {run_id} CELL` prints that cell's settings, option files" in md

@@ -176,6 +176,7 @@ SIGNALS = {
     "server_cpu_cores": ("server + driver CPU (cores)", "CPU of the sweep's processes (noise window)"),
     "iowait_share": ("iowait share", "the machine's iowait over the window"),
     "psi_io_some": ("I/O pressure", "share of the window some task stalled on I/O (PSI)"),
+    "psi_cpu_some": ("CPU pressure", "share of the window some task waited for a CPU (PSI)"),
 }
 
 
@@ -198,4 +199,5 @@ def evidence_columns(evidence: dict[str, Any] | None, noise: dict[str, Any] | No
         "page_cleaner_warnings": (e.get("page_cleaner") or {}).get("warnings"),
         "server_cpu_cores": w.get("ours_cores"), "iowait_share": w.get("iowait_share"),
         "psi_io_some": ((w.get("psi") or {}).get("io") or {}).get("some_stall_share"),
+        "psi_cpu_some": ((w.get("psi") or {}).get("cpu") or {}).get("some_stall_share"),
     }

@@ -23,6 +23,7 @@ from typing import Any
 
 from tuner.sweep.evidence import SIGNALS, evidence_columns
 
+PRESSURE = ("server_cpu_cores", "iowait_share", "psi_io_some", "psi_cpu_some")  # the noise window's, always there
 THRESHOLD = 3.5
 NOISE_FLOOR = math.log(1.10)
 MOVED = 1.5  # a signal moved when it changed by this factor (either way) against the cell's other runs
@@ -151,9 +152,8 @@ def runs_of(cells) -> list[Run]:
         cols = evidence_columns(c.evidence, c.noise)
         seconds = (c.evidence or {}).get("seconds") or 0.0
         signals = {k: (v / seconds if k in RATES and seconds else v) if v is not None else None for k, v in cols.items()
-                   if k in RATES or k in ("pending_fsyncs", "checkpoint_age", "server_cpu_cores", "iowait_share",
-                                          "psi_io_some")}
+                   if k in RATES or k in ("pending_fsyncs", "checkpoint_age") + PRESSURE}
         if c.evidence is None or "error" in (c.evidence or {}):
-            signals = {k: v for k, v in signals.items() if k in ("server_cpu_cores", "iowait_share", "psi_io_some")}
+            signals = {k: v for k, v in signals.items() if k in PRESSURE}
         out.append(Run(c.label, c.block, float(c.tpmc), signals))
     return out

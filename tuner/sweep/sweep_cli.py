@@ -21,6 +21,8 @@ from tuner.sweep.runner import Runner, RunnerOptions
 from tuner.sweep.report import build_report
 from tuner.sweep.power import power_plan, print_power
 from tuner.sweep.results import ResultsStore, default_results_path
+from tuner.sweep.evidence import SIGNALS, evidence_columns
+from tuner.sweep.outliers import PRESSURE
 from tuner.core.paths import innotier_home
 
 DEFAULT_LISTEN = "127.0.0.1:9623"
@@ -344,6 +346,12 @@ def _print_cell(d: dict) -> None:
         print(f"noise: others used {w.get('others_cpu_share', 0) * 100:.0f}% of the CPU ({w.get('others_cores')} cores), "
               f"steal {w.get('steal_share', 0) * 100:.1f}%, load {w.get('loadavg_end')}; "
               + (f"FLAGGED: {w['flag_reason']}" if w.get("flagged") else "not flagged"))
+    ev = d.get("evidence")
+    if ev:
+        print(f"InnoDB wait evidence: {ev['error']}" if "error" in ev else
+              "InnoDB wait evidence over the measured window: " + ", ".join(
+                  f"{SIGNALS[k][0]} {_word(v)}" for k, v in evidence_columns(ev).items()
+                  if v is not None and k in SIGNALS and k not in PRESSURE))
     p = (d.get("noise") or {}).get("probe") or {}
     if p:
         print(f"probe: CPU loop {p.get('cpu_loop_s')} s, fsync median {p.get('fsync_ms_median')} ms on {p.get('directory')}")

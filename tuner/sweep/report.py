@@ -417,7 +417,7 @@ def evidence_note(cells) -> str:
                      "(dirty pages written to free a page) as the eviction pressure. It prints no OS-wait or spin "
                      "counts (its SEMAPHORES section is empty since 10.6) and no page-cleaner overrun warnings "
                      "(since 10.5): \"-\" there means not reported, not zero.")
-    if len(mariadb) < len(ok):
+    if any(c.server_version and "mariadb" not in c.server_version.lower() for c in ok):
         parts.append("MySQL counts free-page waits and OS waits but does not split LRU flushing out of the pages "
                      "flushed in SHOW STATUS.")
     missing = [c for c in ok if not c.evidence]

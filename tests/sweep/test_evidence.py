@@ -97,6 +97,21 @@ def test_a_window_between_two_real_readings_gives_what_each_server_reports(recor
     assert cols["server_cpu_cores"] == 0.4 and cols["checkpoint_age"] == 4270971 and cols["lru_flushed"] is None
 
 
+def test_sampled_gauges_give_the_window_its_extremes_on_both_servers(recorded):
+    samples = [evidence.sample_of(json.loads(recorded(f"{stem}.status.json"))["status"])
+               for stem in ("mysql-9.7-idle", "mysql-9.7-run")]
+    # MySQL 9.7 prints no checkpoint-age variable: its two redo LSNs give it
+    assert samples[1]["checkpoint_age"] == 354608216 - 350316803 and "redo_lsn" not in samples[1]
+    pk = evidence.peaks(samples)
+    assert pk["samples"] == 2 and pk["free_pages_min"] == 0 and pk["checkpoint_age_max"] == 354608216 - 350316803
+    assert pk["row_lock_current_waits_max"] == 7
+    maria = evidence.sample_of(json.loads(recorded("mariadb-11.8-run.status.json"))["status"])
+    assert maria["checkpoint_age"] == 111120 and maria["row_lock_current_waits"] == 6
+    assert evidence.peaks([]) == {"samples": 0, "free_pages_min": None, "checkpoint_age_max": None,
+                                  "row_lock_current_waits_max": None, "pending_fsyncs_max": None,
+                                  "pending_reads_max": None}
+
+
 def test_a_failed_reading_is_stored_as_its_reason_and_never_fails_the_cell(tmp_path):
     def refuse():
         raise ConnectionRefusedError("server gone")
@@ -105,6 +120,10 @@ def test_a_failed_reading_is_stored_as_its_reason_and_never_fails_the_cell(tmp_p
     w.begin()
     assert "ConnectionRefusedError: server gone" in w.end()["error"]
     assert evidence.EvidenceWindow(refuse, None).end() == {"error": "the measured window never started"}
+    sampler = evidence._Sampler(refuse, 0.01)  # the sampler's own connection refused: sampling ends, and says why
+    sampler.start()
+    got = sampler.stop()
+    assert got["samples"] == 0 and got["failure"] == "ConnectionRefusedError: server gone"
 
 
 # the page-size run of issue 33 (page-size-16-clients, quiet machine), tpmC per block

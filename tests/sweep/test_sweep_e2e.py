@@ -88,6 +88,9 @@ def test_two_cell_sweep_results_report_and_metrics(tmp_path, write_spec, backgro
             assert ev["counters"]["lru_flushed"] is not None  # MariaDB splits LRU flushing out
             assert ev["monitor"]["os_wait_reservations"] is None  # and prints no wait array (10.6+)
             assert ev["monitor"]["end"]["checkpoint_age"] >= 0 and ev["page_cleaner"]["warnings"] == 0
+            pk = ev["peaks"]  # sampled every 2 s through the ~15 s window on a second connection
+            assert pk["failure"] is None and pk["samples"] >= 3 and pk["free_pages_min"] >= 0
+            assert pk["checkpoint_age_max"] >= 0 and pk["row_lock_current_waits_max"] >= 0
         moved = cells[1]
         assert moved.settings["placement"] == {"datadir": "disk", "redo": "tmpfs"}
         redo_dir = moved.variables["innodb_log_group_home_dir"]

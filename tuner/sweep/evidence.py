@@ -11,6 +11,8 @@ measured window and stores the differences:
 - SHOW ENGINE INNODB STATUS (tuner.core.innodb_status) at both ends: OS-wait and spin-round deltas (MySQL;
   MariaDB 10.6+ prints no semaphore counts), row-lock and semaphore waits at each instant, pending fsyncs
   and I/O, checkpoint age from the LSN lines;
+- gauges sampled every 2 s on a second connection (``peaks``): the fewest free pages, the largest checkpoint
+  age (MySQL's from its redo LSNs), the most row-lock waiters and pending fsyncs and reads at once;
 - the error log written during the window: the page cleaner's "intended loop took" / "Page cleaner took"
   warnings (MariaDB 10.5+ prints none).
 
@@ -27,6 +29,7 @@ puts both side by side.  Reading the evidence never fails a cell: a failed read 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -51,6 +54,19 @@ GAUGES = {
     "free_pages": "Innodb_buffer_pool_pages_free",
     "checkpoint_age": "Innodb_checkpoint_age",  # MariaDB
 }
+# gauges sampled every SAMPLE_EVERY seconds through the window: a stall is a moment the window's two ends can miss
+SAMPLED = {
+    "free_pages": "Innodb_buffer_pool_pages_free",
+    "row_lock_current_waits": "Innodb_row_lock_current_waits",
+    "pending_fsyncs": "Innodb_data_pending_fsyncs",
+    "pending_reads": "Innodb_data_pending_reads",
+    "checkpoint_age": "Innodb_checkpoint_age",  # MariaDB
+    "redo_lsn": "Innodb_redo_log_current_lsn",  # MySQL 8.0.30+: the checkpoint age is their difference
+    "redo_checkpoint_lsn": "Innodb_redo_log_checkpoint_lsn",
+}
+SAMPLE_EVERY = 2.0
+SQL_SAMPLE = ("SHOW GLOBAL STATUS WHERE Variable_name IN ("
+              + ", ".join(f"'{v}'" for v in SAMPLED.values()) + ")")
 # cumulative counters of the monitor output (differences over the window)
 MONITOR_COUNTERS = ("os_wait_reservations", "os_wait_signals", "rw_spins", "rw_spin_rounds", "rw_os_waits")
 # what the monitor output says at an instant (kept at both ends)
@@ -123,13 +139,71 @@ def window_evidence(begin: Reading, end: Reading, log_text: str) -> dict[str, An
     }
 
 
+def sample_of(status: dict[str, str]) -> dict[str, int | None]:
+    """One sample of the sampled gauges; MySQL's checkpoint age from its two redo LSNs."""
+    out = _status_numbers(status, SAMPLED)
+    if out["checkpoint_age"] is None and out["redo_lsn"] is not None and out["redo_checkpoint_lsn"] is not None:
+        out["checkpoint_age"] = out["redo_lsn"] - out["redo_checkpoint_lsn"]
+    return {k: v for k, v in out.items() if not k.startswith("redo_")}
+
+
+def peaks(samples: list[dict[str, int | None]]) -> dict[str, Any]:
+    """The extremes of the samples: the fewest free pages, the oldest checkpoint, the most waiters."""
+    def pick(key: str, fn) -> int | None:
+        seen = [x[key] for x in samples if x.get(key) is not None]
+        return fn(seen) if seen else None
+
+    return {"samples": len(samples), "free_pages_min": pick("free_pages", min),
+            "checkpoint_age_max": pick("checkpoint_age", max),
+            "row_lock_current_waits_max": pick("row_lock_current_waits", max),
+            "pending_fsyncs_max": pick("pending_fsyncs", max), "pending_reads_max": pick("pending_reads", max)}
+
+
+class _Sampler(threading.Thread):
+    """Samples the gauges on its own connection until stopped; a failure ends the sampling, not the cell."""
+
+    def __init__(self, connect: Callable[[], Any], every: float) -> None:
+        super().__init__(name="innotier-evidence-sampler", daemon=True)
+        self._connect = connect
+        self._every = every
+        self._halt = threading.Event()
+        self.samples: list[dict[str, int | None]] = []
+        self.failure: str | None = None
+
+    def run(self) -> None:
+        try:
+            conn = self._connect()
+        except Exception as exc:
+            self.failure = f"{type(exc).__name__}: {exc}"
+            return
+        try:
+            while not self._halt.wait(self._every):
+                cur = conn.cursor()
+                cur.execute(SQL_SAMPLE)
+                rows = cur.fetchall()
+                cur.close()
+                self.samples.append(sample_of({(k.decode() if isinstance(k, bytes) else k):
+                                               (v.decode() if isinstance(v, bytes) else v) for k, v in rows}))
+        except Exception as exc:
+            self.failure = f"{type(exc).__name__}: {exc}"
+        finally:
+            conn.close()
+
+    def stop(self) -> dict[str, Any]:
+        self._halt.set()
+        self.join(timeout=30)
+        return {**peaks(self.samples), "every_s": self._every, "failure": self.failure}
+
+
 class EvidenceWindow:
     """Readings around a measured window.  ``connect()`` opens a connection to the cell's server."""
 
-    def __init__(self, connect: Callable[[], Any], error_log: Path | None) -> None:
+    def __init__(self, connect: Callable[[], Any], error_log: Path | None, every: float = SAMPLE_EVERY) -> None:
         self._connect = connect
         self._error_log = error_log
+        self._every = every
         self._begin: Reading | None = None
+        self._sampler: _Sampler | None = None
         self.failure: str | None = None
 
     def _read(self) -> Reading:
@@ -144,15 +218,20 @@ class EvidenceWindow:
             self._begin = self._read()
         except Exception as exc:  # evidence is a witness, never a reason to fail the cell
             self.failure = f"reading the server at the window's start failed: {type(exc).__name__}: {exc}"
+            return
+        self._sampler = _Sampler(self._connect, self._every)
+        self._sampler.start()
 
     def end(self) -> dict[str, Any]:
+        sampled = self._sampler.stop() if self._sampler is not None else None
         if self._begin is None:
             return {"error": self.failure or "the measured window never started"}
         try:
             end = self._read()
         except Exception as exc:
             return {"error": f"reading the server at the window's end failed: {type(exc).__name__}: {exc}"}
-        return window_evidence(self._begin, end, _log_since(self._error_log, self._begin["log_offset"]))
+        return {**window_evidence(self._begin, end, _log_since(self._error_log, self._begin["log_offset"])),
+                "peaks": sampled}
 
 
 # ---------------------------------------------------------------------------
@@ -171,7 +250,10 @@ SIGNALS = {
     "os_waits": ("OS waits", "threads that slept on a latch (MySQL; MariaDB prints none)"),
     "spin_rounds": ("spin rounds", "latch spin rounds (MySQL)"),
     "pending_fsyncs": ("pending fsyncs", "fsyncs not yet done at the window's end"),
-    "checkpoint_age": ("checkpoint age (bytes)", "redo written since the last checkpoint, at the window's end"),
+    "checkpoint_age": ("checkpoint age (bytes)", "redo written since the last checkpoint: the largest sampled, "
+                                                 "else at the window's end"),
+    "free_pages_min": ("fewest free pages", "the buffer pool's free list at its shortest (sampled)"),
+    "lock_waiters_max": ("most row-lock waiters", "transactions waiting for a row lock at once (sampled)"),
     "page_cleaner_warnings": ("page-cleaner warnings", "page-cleaner loops that overran, from the error log"),
     "server_cpu_cores": ("server + driver CPU (cores)", "CPU of the sweep's processes (noise window)"),
     "iowait_share": ("iowait share", "the machine's iowait over the window"),
@@ -188,14 +270,18 @@ def evidence_columns(evidence: dict[str, Any] | None, noise: dict[str, Any] | No
     end = m.get("end") or {}
     gauges = e.get("gauges_end") or {}
     w = (noise or {}).get("window") or {}
-    pending = [v for v in (gauges.get("pending_fsyncs"), end.get("pending_fsyncs")) if v is not None]
+    pk = e.get("peaks") or {}
+    pending = [v for v in (gauges.get("pending_fsyncs"), end.get("pending_fsyncs"), pk.get("pending_fsyncs_max"))
+               if v is not None]
+    age = next((v for v in (pk.get("checkpoint_age_max"), end.get("checkpoint_age"), gauges.get("checkpoint_age"))
+                if v is not None), None)
     return {
         **{k: c.get(k) for k in ("free_page_waits", "lru_flushed", "lru_freed", "flush_list_flushed", "pages_flushed",
                                  "log_waits", "row_lock_waits", "row_lock_time_ms")},
         "os_waits": m.get("os_wait_reservations"), "spin_rounds": m.get("rw_spin_rounds"),
         "pending_fsyncs": max(pending) if pending else None,
-        "checkpoint_age": end.get("checkpoint_age") if end.get("checkpoint_age") is not None else gauges.get(
-            "checkpoint_age"),
+        "checkpoint_age": age, "free_pages_min": pk.get("free_pages_min"),
+        "lock_waiters_max": pk.get("row_lock_current_waits_max"),
         "page_cleaner_warnings": (e.get("page_cleaner") or {}).get("warnings"),
         "server_cpu_cores": w.get("ours_cores"), "iowait_share": w.get("iowait_share"),
         "psi_io_some": ((w.get("psi") or {}).get("io") or {}).get("some_stall_share"),

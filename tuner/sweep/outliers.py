@@ -152,7 +152,8 @@ def runs_of(cells) -> list[Run]:
         cols = evidence_columns(c.evidence, c.noise)
         seconds = (c.evidence or {}).get("seconds") or 0.0
         signals = {k: (v / seconds if k in RATES and seconds else v) if v is not None else None for k, v in cols.items()
-                   if k in RATES or k in ("pending_fsyncs", "checkpoint_age") + PRESSURE}
+                   if k in RATES or k in ("pending_fsyncs", "checkpoint_age", "free_pages_min", "lock_waiters_max")
+                   + PRESSURE}
         if c.evidence is None or "error" in (c.evidence or {}):
             signals = {k: v for k, v in signals.items() if k in PRESSURE}
         out.append(Run(c.label, c.block, float(c.tpmc), signals))

@@ -397,7 +397,8 @@ def evidence_rows(cells) -> list[dict[str, Any]]:
                      "row_lock": num("row_lock_waits"), "row_lock_ms": num("row_lock_time_ms"), "log_waits": num("log_waits"),
                      "os_waits": num("os_waits"), "pending_fsyncs": num("pending_fsyncs"),
                      "checkpoint_age": "-" if e["checkpoint_age"] is None else human_size(e["checkpoint_age"]),
-                     "cleaner": num("page_cleaner_warnings"),
+                     "cleaner": num("page_cleaner_warnings"), "free_min": num("free_pages_min"),
+                     "waiters": num("lock_waiters_max"),
                      "cpu": "-" if e["server_cpu_cores"] is None else f"{e['server_cpu_cores']:.2f}",
                      "iowait": "-" if e["iowait_share"] is None else f"{e['iowait_share'] * 100:.0f}%",
                      "error": (c.evidence or {}).get("error") if c.evidence else "not recorded (stored before schema 4)"})

@@ -147,7 +147,7 @@ FROM runs r ORDER BY r.created_at
 # the evidence columns an export adds (the pressure columns are noise_columns' already)
 EXPORTED = ("free_page_waits", "lru_flushed", "lru_freed", "flush_list_flushed", "pages_flushed", "log_waits",
             "row_lock_waits", "row_lock_time_ms", "os_waits", "spin_rounds", "pending_fsyncs", "checkpoint_age",
-            "page_cleaner_warnings")
+            "free_pages_min", "lock_waiters_max", "page_cleaner_warnings")
 
 
 def noise_columns(noise: dict[str, Any] | None) -> dict[str, Any]:

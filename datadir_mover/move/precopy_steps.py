@@ -90,7 +90,8 @@ class PrecopySteps:
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=manifest,
                                  progress=self.progress(what, total),
                                  after_file=self._mid("PRECOPY") if n == 1 else None, verify=True,
-                                 lsn_floor=floor, log_floor=log_floor, log_now=log_now, page_size=page_size)
+                                 lsn_floor=floor, log_floor=log_floor, log_now=log_now, page_size=page_size,
+                                 owned=self._moved_in_target())
         self.echo(f"pre-copy pass {n}: {st.files_copied} files changed, {human_size(st.bytes_copied)} written "
                   f"in {st.seconds:.1f} s")
         return manifest, {"pass": n, "began_at": began, "seconds": round(st.seconds, 3),

@@ -11,6 +11,7 @@ from tuner.core.units import human_size
 
 from datadir_mover.move import preflush
 from datadir_mover.move.copy import Manifest, copy_tree
+from datadir_mover.move.journal import crash_point
 from datadir_mover.move.plan import TYPICAL_START_S
 from datadir_mover.move.stepdata import PrecopyData
 
@@ -64,6 +65,7 @@ class PrecopySteps:
                 regime = len(passes)
             manifest, st = self._precopy_pass(n, manifest, page_size)
             passes.append(st)
+            crash_point("PRECOPY:pass")  # every file is in the target, no pass is journaled yet
         self._precopy = manifest
         self._save_precopy(manifest)
         if "preflush" in flushed:  # the passes are over: the server gets its own flush settings back at once

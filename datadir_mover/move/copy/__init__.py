@@ -25,5 +25,6 @@ from datadir_mover.move.copy.tree import (RACY_MARGIN_NS, copy_tree, recheck_sou
 __all__ = ["BLOCK", "CHUNK", "PIECE", "WORKERS", "StaleBlocks", "combine", "digest_file", "file_blocks",
            "on_memory_fs", "pieces", "FileCopy", "copy_file", "CopyStats", "FileRecord", "Manifest",
            "allocated_bytes", "logical_bytes", "walk", "TABLESPACE_NAME", "stale_pages", "REDO_NAME",
-           "SERVER_MAPPED_NAME", "redo_stale_blocks", "Tree", "UnsafePath", "remove_all", "RACY_MARGIN_NS", "copy_tree", "recheck_sources",
+           "SERVER_MAPPED_NAME", "redo_stale_blocks", "Tree", "UnsafePath", "remove_all",
+           "RACY_MARGIN_NS", "copy_tree", "recheck_sources",
            "verify_tree"]

@@ -171,11 +171,6 @@ class Tree:
 
     # -- changing
 
-    def open(self, rel: str, flags: int, mode: int = 0o600) -> int:
-        """A file below the tree opened with ``flags`` (never through a link: O_NOFOLLOW on the last component)."""
-        fd, name = self.parent(rel)
-        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
-
     def make_dir(self, rel: str, uid: int, gid: int, mode: int) -> int:
         """The directory ``rel`` made (or kept when it is one), owned and moded through its own descriptor."""
         fd, name = self.parent(rel)

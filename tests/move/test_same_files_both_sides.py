@@ -87,3 +87,25 @@ def test_tables_dropped_while_a_precopy_was_interrupted_stay_dropped_and_an_extr
     refused = cli("move", "finalize", "--id", move_id, "--yes", "--i-accept-volatile")
     assert refused.returncode != 0 and "a_old/planted.ibd" in refused.stderr, refused.stderr
     assert os.path.isdir(target) and os.listdir(target), "finalize removed the source of a failed proof"
+
+
+def test_a_removal_that_fails_stops_the_pass_in_one_line(tmp_path):
+    """A failed unlink is an error, not a comment: a dropped database's directory holding a file the mover did
+    not write cannot be removed, and the pass says so instead of leaving it for the server to find."""
+    from datadir_mover.move.copy import copy_tree, walk
+    from tuner.core.errors import MoveError
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "old").mkdir(parents=True)
+    dst.mkdir()
+    (src / "old" / "gone.ibd").write_bytes(b"g" * 5000)
+    (src / "ibdata1").write_bytes(b"i" * 5000)
+    first, _ = copy_tree(src, dst, walk(src))
+    (src / "old" / "gone.ibd").unlink()
+    (src / "old").rmdir()
+    (dst / "old" / "stray").write_bytes(b"not the mover's")
+    with pytest.raises(MoveError) as failed:
+        copy_tree(src, dst, walk(src), previous=first)
+    assert f"could not remove {dst}/old: Directory not empty" in str(failed.value), failed.value
+    assert "\n" not in str(failed.value)
+    assert not (dst / "old" / "gone.ibd").exists() and (dst / "old" / "stray").exists()

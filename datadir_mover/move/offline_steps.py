@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 import time
 from pathlib import Path
@@ -13,9 +12,9 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
 from datadir_mover import apparmor
-from datadir_mover.move import components, fingerprint
+from datadir_mover.move import components, file_lists, fingerprint
 from datadir_mover.move import proof as proofmod
-from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
+from datadir_mover.move.copy import Manifest, Tree, copy_tree, recheck_sources, verify_tree, walk
 from datadir_mover.move.journal import crash_point
 from datadir_mover.move.stepbase import MoveHalted, model_stub
 
@@ -44,7 +43,8 @@ class OfflineSteps:
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=prev,
                                  progress=progress,
                                  after_file=self._mid("COPY"), verify=True,
-                                 page_size=int(self.plan.server["page_size"]), stable=True)
+                                 page_size=int(self.plan.server["page_size"]), stable=True,
+                                 owned=self._moved_in_target())
         self.journal.save_json("copy-manifest.json", manifest.to_dict())
         self._copied = manifest
         return {"files": st.files_copied, "bytes": st.bytes_copied, "files_delta": st.files_delta,
@@ -91,6 +91,11 @@ class OfflineSteps:
         names = components.top_names(self.plan.component, model_stub(self.plan), self.plan.source_dir)
         return walk(self.plan.source_dir, names)
 
+    def _moved_in_target(self) -> list[str]:
+        """What the target holds under the moved names (all of it the move's: preflight): a pass removes what of
+        it the source no longer has, such as an interrupted run's copy of a table dropped since."""
+        return [rel for rel, _ in file_lists.moved_entries(self.plan, self.plan.target_dir)]
+
     def _ensure_target(self) -> None:
         """Create the target with the server's owner and mode; a directory that existed before the plan is not
         the move's to change (preflight.check_owner made sure the server can write into it)."""
@@ -101,8 +106,8 @@ class OfflineSteps:
             t.mkdir(mode=0o700)
             fsync_dir(t.parent)
         o = self.plan.owner
-        os.chown(t, o["uid"], o["gid"])
-        os.chmod(t, o["mode"])
+        with Tree(t, follow_root=False) as made:  # the directory made above, not a link put in its place
+            made.set_owner_and_mode(o["uid"], o["gid"], o["mode"])
 
     def _mid(self, state: str) -> Callable[[str], None]:
         fired = {"done": False}

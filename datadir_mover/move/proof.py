@@ -9,8 +9,9 @@ the result, not the reasoning:
   the target back (kept in memory from the passes), or read from the target anew where a
   restarted mover has none;
 - the stopped source is frozen until finalize (the server runs on the target), so after the
-  start it is hashed whole at a bounded rate (``RATE``) and compared block by block, and its
-  file list with the copy's.  A difference names the file and its byte ranges.
+  start it is hashed whole at a bounded rate (``RATE``) and compared block by block; the file
+  lists are compared both ways, the source's now and the target's as saved at the switch
+  (``file_lists``).  A difference names the file and its byte ranges.
 
 The path without ``--precopy`` needs no second read: its copy hashed every byte as it read it
 from the stopped source and VERIFY read every byte back from the target and compared, so its
@@ -36,11 +37,10 @@ from typing import Callable
 
 from tuner.core.errors import MoveError
 
-from datadir_mover.move import components
-from datadir_mover.move.copy import BLOCK, Manifest, file_blocks, walk
+from datadir_mover.move import file_lists
+from datadir_mover.move.copy import BLOCK, Manifest, file_blocks
 from datadir_mover.move.journal import CRASH_ENV, Journal
 from datadir_mover.move.plan import Plan
-from datadir_mover.move.stepbase import model_stub
 
 PROOF_FILE = "proof.json"
 TARGET_BLOCKS = "target-blocks.json"
@@ -101,8 +101,10 @@ class Proof:
 
 def record_at_switch(journal: Journal, plan: Plan, manifest: Manifest) -> Proof:
     """Save the target's block digests as they are now, and the proof's starting point."""
+    extras = [Mismatch(rel, [], why) for rel, why in file_lists.record(journal, plan, manifest)]
     if not plan.precopy:
-        proof = Proof("passed", EVIDENCE, manifest.bytes, manifest.bytes, finished_at=time.time())
+        proof = Proof("failed" if extras else "passed", EVIDENCE, manifest.bytes, manifest.bytes,
+                      mismatches=extras, finished_at=time.time())
         proof.save(journal)
         return proof
     target = Path(manifest.target)
@@ -152,14 +154,6 @@ def _compare_file(path: Path, want: bytes, size: int, pace: Callable[[int], None
     return Mismatch("", ranges) if ranges else None
 
 
-def _file_list_differences(plan: Plan, manifest: Manifest) -> list[Mismatch]:
-    names = components.top_names(plan.component, model_stub(plan), plan.source_dir)
-    now = {rel for rel, _ in walk(plan.source_dir, names)}
-    copied = set(manifest.records)
-    return ([Mismatch(rel, [], "in the source but not in the target") for rel in sorted(now - copied)] +
-            [Mismatch(rel, [], "in the target but gone from the source") for rel in sorted(copied - now)])
-
-
 class _Pacer:
     """Sleep so that reading stays under ``rate`` bytes a second (0: as fast as the device goes)."""
 
@@ -193,7 +187,7 @@ def _hash_source(journal: Journal, plan: Plan, proof: Proof, rate: int) -> Proof
         proof.done.append(rec.rel)
         proof.bytes_done += rec.size
         proof.save(journal)
-    proof.mismatches += _file_list_differences(plan, manifest)
+    proof.mismatches += [Mismatch(rel, [], why) for rel, why in file_lists.differences(journal, plan, manifest)]
     proof.status = "failed" if proof.mismatches else "passed"
     proof.last_error = ""
     proof.finished_at = time.time()

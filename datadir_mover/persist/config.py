@@ -21,6 +21,7 @@ from datadir_mover.persist import server_process
 from datadir_mover.persist.locations import Locations
 
 STATE_FILE = "persist.json"
+DEFAULT_SERVER_UNIT = "mariadb.service"
 INTERVAL_RE = re.compile(r"^\s*(\d+)\s*(s|sec|m|min|h)?\s*$")
 
 
@@ -56,6 +57,15 @@ class PersistConfig:
         d = dict(d)
         d["locations"] = Locations(**d["locations"])
         return cls(**d)
+
+    def unit(self) -> str:
+        """The server's systemd unit, as the persist units name it."""
+        return self.server_unit or DEFAULT_SERVER_UNIT
+
+    def watched_unit(self) -> str | None:
+        """The unit whose MainPID tells whether the server runs: the one given or found at install; for a config
+        from before pid files were recorded, the one the units name."""
+        return self.server_unit or (None if self.server.get("pid_file") else DEFAULT_SERVER_UNIT)
 
     def connection_spec(self) -> ConnectionSpec:
         s = self.server

@@ -3,8 +3,8 @@
 Read again at every sync and restore, never frozen at install: a later move (``innotier move apply redo ...``)
 changes them, and a restore must put each file where the server will look for it when it next starts.  A
 running server says where it is (its variables); a stopped one is read from its option files (a sandbox's
-my.cnf and conf.d, where the mover writes its placement; a system server's own binary with
-``--print-defaults``, the same files it will read at its start)."""
+my.cnf and conf.d, where the mover writes its placement; a system server's, as
+``my_print_defaults`` reads them for the server's groups: the files it will read at its start)."""
 
 from __future__ import annotations
 
@@ -78,12 +78,13 @@ def from_options(options: dict[str, str], last: Locations) -> Locations:
                    data_file_path=model.innodb_data_file_path, uid=uid, gid=gid)
 
 
-def configured_options(server: dict[str, Any]) -> dict[str, str] | None:
+def configured_options(server: dict[str, Any], last: Locations) -> dict[str, str] | None:
     """The [mysqld] options the stopped server will start with, or None when they cannot be read."""
     if server.get("sandbox"):
         return effective_options(Sandbox.load(server["sandbox"]))
     if server.get("server_argv"):
-        return server_process.print_defaults(server["server_argv"])
+        series = ".".join(last.version.split(".")[:2])
+        return server_process.print_defaults(server["server_argv"], last.flavor, series)
     return None
 
 
@@ -92,5 +93,5 @@ def current(server: dict[str, Any], last: Locations, spec: ConnectionSpec | None
     else (a system server installed before its command line was recorded) as last seen."""
     if spec is not None:
         return Locations.from_model(inspect(spec))
-    options = configured_options(server)
+    options = configured_options(server, last)
     return last if options is None else from_options(options, last)

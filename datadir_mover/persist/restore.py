@@ -98,7 +98,7 @@ def restore(backing: str, echo: Callable[[str], None] = lambda s: None, if_neede
     # --if-needed first: `persist install` starts the restore unit on a live server whose tier is intact
     if if_needed and not restore_needed(backing, loc):
         return {"restored": False, "reason": "the tier still holds the server's files"}
-    if server_process.state(cfg.server, cfg.server_unit) == ServerState.RUNNING:
+    if server_process.state(cfg.server, cfg.watched_unit()) == ServerState.RUNNING:
         raise TierError("the server is running (its process is there, whether or not it takes connections); a "
                         "restore replaces its files: stop it first (a restore is for a server whose tier was lost)")
     gen = current(backing)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,8 @@ def _unit_of(pid: int) -> str | None:
     except OSError:
         return None
     names = [part for ln in lines for part in ln.split(":", 2)[-1].split("/") if part.endswith(".service")]
-    return names[-1] if names else None
+    # the server's own unit, not a service it was merely started from (a CI runner, a shell in a service)
+    return names[-1] if names and _unit_property(names[-1], "MainPID") == str(pid) else None
 
 
 def identify(model: ServerModel) -> dict[str, Any]:
@@ -109,20 +111,36 @@ def state(server: dict[str, Any], unit: str | None) -> ServerState:
     return ServerState.STOPPED
 
 
-def print_defaults(argv: list[str]) -> dict[str, str] | None:
-    """The [mysqld] options a server started with ``argv`` reads: its binary's ``--print-defaults`` (the same
-    option files it reads at its start), then the options on its command line."""
+def _option_reader(argv: list[str], i: int) -> list[str] | None:
+    """How to run ``my_print_defaults`` for the server at ``argv[i]``: the one beside it (through the same loader
+    for a tree's server), else the one on PATH.  Not the server binary itself: a confined server's profile
+    (AppArmor) would apply to it."""
+    binary = argv[i]
+    for cand in (os.path.join(os.path.dirname(binary), "..", "bin", "my_print_defaults"),
+                 os.path.join(os.path.dirname(binary), "my_print_defaults")):
+        if os.path.isfile(cand):
+            return [*argv[:i], os.path.normpath(cand)]
+    found = shutil.which("my_print_defaults")
+    return [found] if found else None
+
+
+def print_defaults(argv: list[str], flavor: str, series: str) -> dict[str, str] | None:
+    """The [mysqld] options a server started with ``argv`` reads: its option files as ``my_print_defaults`` reads
+    them for the server's groups, then the options on its command line; None when they cannot be read (or
+    name no datadir)."""
     i = _binary_index(argv)
-    if i is None or not os.path.exists(argv[i]):
+    reader = _option_reader(argv, i) if i is not None else None
+    if reader is None:
         return None
     rest = argv[i + 1:]
     chooses = [a for a in rest if a.startswith(DEFAULTS_ARGS)]
-    r = subprocess.run([*argv[:i + 1], *chooses, "--print-defaults"], capture_output=True, text=True, timeout=60)
+    groups = ["--mysqld"] if flavor == "mariadb" else ["mysqld", "server", f"mysqld-{series}"]
+    r = subprocess.run([*reader, *chooses, *groups], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         return None
     opts: dict[str, str] = {}
-    for arg in r.stdout.split() + [a for a in rest if a not in chooses]:
+    for arg in r.stdout.splitlines() + [a for a in rest if a not in chooses]:
         if arg.startswith("--"):
             key, _, value = arg[2:].partition("=")
             opts[key.replace("-", "_")] = value
-    return opts
+    return opts if opts.get("datadir") else None

@@ -1,11 +1,11 @@
 """A sync: one consistent copy of every InnoDB location into a new generation, then the flip.
 
 Online (the server runs): ``mariadb-backup``/``xtrabackup`` ``--backup`` then ``--prepare``, or MySQL's
-``CLONE LOCAL DATA DIRECTORY``.  The copy holds every commit up to the end of ``--backup`` (mariadb-backup
-blocks commits from BACKUP STAGE BLOCK_COMMIT to its end), so that is the generation's ``finished_at``: the
-loss window is counted from there, not from the end of ``--prepare``.  CLONE copies InnoDB only: a sync
-refuses, naming them, while MyISAM, Aria, CSV or ARCHIVE tables exist (they would come back empty), and
-refuses when the clone plugin is not active.
+``CLONE LOCAL DATA DIRECTORY``.  mariadb-backup blocks commits from BACKUP STAGE BLOCK_COMMIT to its end, so
+the copy holds every commit made before that stage: the moment its log says the stage holds is the
+generation's ``finished_at`` (else the end of ``--backup``), and the loss window is counted from there, never
+from the end of ``--prepare``.  CLONE copies InnoDB only: a sync refuses, naming them, while MyISAM, Aria, CSV
+or ARCHIVE tables exist (they would come back empty), and refuses when the clone plugin is not active.
 
 Offline (``--offline``): no server process (see ``server_process``), so nothing writes; the files of every
 location are copied together with verified copies (move/copy/).
@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -44,27 +45,44 @@ SQL_NOT_INNODB = ("SELECT TABLE_SCHEMA, TABLE_NAME, ENGINE FROM information_sche
                   "WHERE TABLE_TYPE = 'BASE TABLE' AND ENGINE NOT IN ('InnoDB', 'MEMORY', 'BLACKHOLE', "
                   "'PERFORMANCE_SCHEMA', 'TempTable') AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', "
                   "'performance_schema', 'sys') ORDER BY TABLE_SCHEMA, TABLE_NAME")
+# mariadb-backup's log line once BACKUP STAGE BLOCK_COMMIT holds: no commit completes from here to its end
+COMMITS_BLOCKED = re.compile(r"Acquired locks for BACKUP STAGE BLOCK_COMMIT")
 NOT_COPIED_OFFLINE = re.compile(r"^(ibtmp\d+|.*\.pid|.*\.sock.*)$")
 
 
-def _run(argv: list[str], what: str, timeout: float = 3600) -> str:
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        tail = [ln for ln in (r.stderr or r.stdout).splitlines() if ln.strip()][-3:]
-        raise TierError(f"{what} failed (exit {r.returncode}): {' | '.join(tail)}; nothing was replaced")
-    return r.stderr
+def _run(argv: list[str], what: str, timeout: float = 3600, moment: re.Pattern | None = None) -> float | None:
+    """Run a backup tool; when a line of its log matches ``moment``, the time that line was read (else None)."""
+    tail: list[str] = []
+    seen_at = None
+    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+        deadline = threading.Timer(timeout, proc.kill)
+        deadline.start()
+        try:
+            for line in proc.stderr:
+                if seen_at is None and moment is not None and moment.search(line):
+                    seen_at = time.time()
+                if line.strip():
+                    tail = (tail + [line.strip()])[-3:]
+        finally:
+            deadline.cancel()
+        rc = proc.wait()
+    if rc != 0:
+        raise TierError(f"{what} failed (exit {rc}): {' | '.join(tail)}; nothing was replaced")
+    return seen_at
 
 
 def _backup_tool(method: str, loc: Locations, spec: ConnectionSpec, dest: Path) -> float:
-    """mariadb-backup or xtrabackup --backup then --prepare; returns the end of --backup."""
+    """mariadb-backup or xtrabackup --backup then --prepare; returns the moment the copy holds."""
     exe = (shutil.which("mariadb-backup") or shutil.which("mariabackup")) if method == "mariadb-backup" \
         else shutil.which("xtrabackup")
     with spec.client_option_file() as creds:  # credentials in a 0600 file, never in argv
-        _run([exe, f"--defaults-file={creds}", "--backup", f"--target-dir={dest}", f"--datadir={loc.datadir}",
+        blocked = _run([exe, f"--defaults-file={creds}", "--backup", f"--target-dir={dest}", f"--datadir={loc.datadir}",
               f"--innodb-data-home-dir={loc.ibdata_dir}", f"--innodb-data-file-path={loc.data_file_path}",
               f"--innodb-log-group-home-dir={loc.redo_dir}", f"--innodb-undo-directory={loc.undo_dir}",
-              f"--innodb-page-size={loc.page_size}"], f"{method} --backup")
-    finished = time.time()   # the copy holds what was committed up to here; --prepare only applies its redo
+              f"--innodb-page-size={loc.page_size}"], f"{method} --backup", moment=COMMITS_BLOCKED)
+    # the copy holds what was committed before commits were blocked (they stay blocked until its end); without
+    # that line, the end of --backup (a little later).  --prepare only applies the copied redo
+    finished = blocked or time.time()
     _run([exe, "--prepare", f"--target-dir={dest}"], f"{method} --prepare")
     return finished
 
@@ -115,7 +133,7 @@ def _copy_offline(loc: Locations, dest: Path) -> dict[str, FileRecord]:
 
 
 def _require_state(cfg: PersistConfig, offline: bool) -> None:
-    st = server_process.state(cfg.server, cfg.server_unit)
+    st = server_process.state(cfg.server, cfg.watched_unit())
     if offline and st == ServerState.RUNNING:
         raise TierError("the server is running (its process is there, whether or not it takes connections); an "
                         "offline sync needs it stopped (drop --offline for an online, consistent backup)")
@@ -180,7 +198,7 @@ def sync_at_shutdown(backing: str, echo: Callable[[str], None] = lambda s: None)
     back an older generation without a word; None when no copy was taken."""
     cfg = load_config(backing)
     last = current(backing)
-    st = server_process.state(cfg.server, cfg.server_unit)
+    st = server_process.state(cfg.server, cfg.watched_unit())
     if st != ServerState.STOPPED:
         why = "did not stop cleanly (its pid file is left behind)" if st == ServerState.CRASHED else "still runs"
         missed_sync.record(backing, f"no sync at shutdown: the server {why}", last.id if last else None)

@@ -152,6 +152,9 @@ def cmd_status(args) -> int:
         print_json(st)
     else:
         print(st["statement"])
+        if st.get("missed_sync_at_shutdown"):
+            print(f"the sync at the last shutdown did not happen ({st['missed_sync_at_shutdown']['reason']}); a "
+                  "restore refuses until run with --accept-loss")
         if st.get("restore_interrupted"):
             print("a restore was interrupted: run `innotier persist restore` again before starting the server")
     return 0

@@ -81,10 +81,8 @@ def test_the_shipped_profile_is_found_extended_parsed_and_restored(aa_root, pack
     enforced = apparmor.plan_change([target], flavor, "m-pkg", str(aa_root),
                                     str(_sys(tmp_path / "e", f"{profile_name} (enforce)\n")))
     assert enforced.action == "apply" and enforced.mode == "enforce"
-    apparmor.validate(change, str(aa_root))
+    apparmor.validate(change, str(aa_root))   # the real parser compiles the profile with the new local file
     apparmor.apply(change)
-    r = _parse(aa_root, name)
-    assert r.returncode == 0, r.stderr
     expanded = _preprocessed(aa_root, name)
     assert f"{target}/** rwk," in expanded and expanded.index(f"{target}/** rwk,") < expanded.rindex("}")
     apparmor.remove(change)

@@ -3,11 +3,13 @@
 Two sources, both real systemd: the recorded ``systemctl show`` of the units Debian's packages ship
 (tests/fixtures/recorded/distro-packages), and a live systemd manager (``systemd --user`` in a private mount
 namespace, tests/usermanager.py: systemd is not PID 1 here) that loads the packaged unit with the drop-in
-innotier writes, so the effective settings after the drop-in are systemd's, not ours.
+innotier writes, so the effective settings after the drop-in are systemd's, not ours; and starts it, with
+its ExecStart swapped for a write into the target, so the kernel's view through the unit's namespace decides.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -178,3 +180,51 @@ def test_systemd_analyze_flags_a_broken_dropin(fixtures_dir, tmp_path):
                        capture_output=True, text=True)
     assert "99-innotier-bad.conf:2: Unknown key 'ReadWritePath'" in r.stderr
     assert "99-innotier-bad.conf:3: BindPaths= path is not absolute" in r.stderr
+
+
+@pytest.mark.parametrize("parent", ["/home", "/etc"])
+def test_the_packaged_units_server_writes_under_home_only_with_the_dropin(manager, fixtures_dir, parent):
+    """Debian 12's mariadb.service, its ExecStart swapped for a write into the target as its user mysql: systemd
+    builds the unit's real mount namespace.  Without innotier's drop-in the write fails (the negative control:
+    ProtectHome=true hides /home, ProtectSystem=full makes /etc read-only); with it the write lands; after the
+    rollback it fails again."""
+    import pwd
+    import shutil
+    import tempfile
+
+    mysql = pwd.getpwnam("mysql")
+    top = Path(tempfile.mkdtemp(prefix="distro-unit-", dir=parent))
+    top.chmod(0o755)   # mysql may pass through: only the unit's sandboxing stands in the way
+    target = top / "mysql"
+    target.mkdir()
+    os.chown(target, mysql.pw_uid, mysql.pw_gid)
+    probe = target / "innotier-probe"
+    try:
+        manager.install(fixtures_dir / "distro-packages" / BOOKWORM, "mariadb.service")
+        dropins = manager.units / "mariadb.service.d"
+        dropins.mkdir(exist_ok=True)
+        (dropins / "50-probe.conf").write_text(
+            f"[Service]\nType=oneshot\nExecStart=\nExecStart=/bin/touch {probe}\nExecStartPost=\n")
+        manager.reload()
+
+        def start() -> bool:
+            subprocess.run(["systemctl", "--user", "reset-failed", "mariadb.service"], env=manager.env,
+                           capture_output=True, timeout=60)   # a failed start is kept failed until reset
+            r = subprocess.run(["systemctl", "--user", "start", "mariadb.service"], env=manager.env,
+                               capture_output=True, text=True, timeout=60)
+            return r.returncode == 0 and probe.exists()
+
+        assert not start(), "the packaged unit's sandboxing let the server write there without a drop-in"
+        assert subprocess.run(["setpriv", f"--reuid={mysql.pw_uid}", f"--regid={mysql.pw_gid}", "--clear-groups",
+                               "touch", str(probe)]).returncode == 0   # outside the unit, mysql can write there
+        probe.unlink()
+        sb = unit_sandbox.parse_show("mariadb.service", manager.show("mariadb.service"))
+        change = unit_sandbox.plan_change(sb, str(target), "m-ns", units_root=str(manager.units))
+        unit_sandbox.apply(change, reload=manager.reload)
+        assert start(), change.settings
+        probe.unlink()
+        unit_sandbox.remove(change, reload=manager.reload)
+        assert not start()
+    finally:
+        (manager.units / "mariadb.service.d" / "50-probe.conf").unlink(missing_ok=True)
+        shutil.rmtree(top)

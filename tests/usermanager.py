@@ -2,8 +2,10 @@
 
 ``systemd --user`` parses units exactly as the system manager does (the same loader, the same
 ``systemctl show`` properties); it only refuses to start where the host was not booted with systemd
-(``/run/systemd/system`` missing).  So it runs in a private mount namespace (``unshare -m``) with an empty
-directory bound over ``/run/systemd`` that has ``system/`` in it: nothing outside the namespace sees that.
+(``/run/systemd/system`` missing).  So it runs in a private mount namespace (``unshare -m``) with a
+directory bound over ``/run/systemd`` that has ``system/`` in it, and the ``inaccessible/`` nodes PID 1 would
+have made (``ProtectHome=yes`` and ``InaccessiblePaths=`` mount them over what they hide): nothing outside
+the namespace sees that.  Units it starts get their real mount namespace from it (root's manager may).
 Its units come from ``XDG_CONFIG_HOME/systemd/user``; clients reach it through its private socket in
 ``XDG_RUNTIME_DIR`` (``systemctl --user``).  Nothing is started: units are only loaded, shown and reloaded.
 """
@@ -23,7 +25,9 @@ SHOW_PROPS = ("ProtectSystem", "ProtectHome", "ReadWritePaths", "ReadOnlyPaths",
               "MainPID", "ActiveState")
 
 _START = """set -e
-mkdir -p "$1/fakerun/system"
+mkdir -p "$1/fakerun/system" "$1/fakerun/inaccessible/dir"
+touch "$1/fakerun/inaccessible/reg"
+chmod 0000 "$1/fakerun/inaccessible/dir" "$1/fakerun/inaccessible/reg"
 mount --bind "$1/fakerun" /run/systemd
 exec /lib/systemd/systemd --user --log-target=console --log-level=warning
 """

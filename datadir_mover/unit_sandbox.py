@@ -217,7 +217,7 @@ def daemon_reload() -> None:
         raise MoveError(f"`systemctl daemon-reload` failed: {r.stderr.strip()}; run it, then `innotier move resume`")
 
 
-def apply(change: UnitChange, reload: Callable[[], None] = daemon_reload) -> None:
+def apply(change: UnitChange, reload: Callable[[], None] | None = None) -> None:
     """Write the drop-in (durably), remove a retired one, and have systemd reload its units."""
     if change.action != "dropin":
         return
@@ -226,17 +226,17 @@ def apply(change: UnitChange, reload: Callable[[], None] = daemon_reload) -> Non
         p.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
         write_atomic(p, change.dropin_text(), mode=0o644)
     _unlink(change.retired_path)
-    reload()
+    (reload or daemon_reload)()
 
 
-def remove(change: UnitChange, reload: Callable[[], None] = daemon_reload) -> None:
+def remove(change: UnitChange, reload: Callable[[], None] | None = None) -> None:
     """Undo ``apply`` (rollback): the move's drop-in goes, a retired one comes back."""
     if change.action != "dropin":
         return
     _unlink(change.dropin_path)
     if change.retired_path and change.retired_text and not Path(change.retired_path).exists():
         write_atomic(Path(change.retired_path), change.retired_text, mode=0o644)
-    reload()
+    (reload or daemon_reload)()
 
 
 def _unlink(path: str | None) -> None:

@@ -121,6 +121,17 @@ def _top_profiles(text: str):
         pos = i
 
 
+def _outer(body: str) -> str:
+    """A profile's body with its child profiles' text blanked (same length): their includes are not its own."""
+    code, out, depth = _blank_comments(body), list(body), 0
+    for i, c in enumerate(code):
+        depth += c == "{"
+        if depth and c not in "\n":
+            out[i] = " "
+        depth -= c == "}" and depth > 0
+    return "".join(out)
+
+
 def profile_files(root: str) -> list[Path]:
     base = Path(root)
     if not base.is_dir():
@@ -140,7 +151,7 @@ def find_profile(binaries, root: str = "/etc/apparmor.d") -> ProfileInfo | None:
     for binary in binaries:
         for name, attach, body, f in declared:
             if _glob_matches(attach, binary):
-                inc = _LOCAL_INCLUDE.search(body)
+                inc = _LOCAL_INCLUDE.search(_outer(body))
                 return ProfileInfo(name, str(f), attach, inc.group("line") if inc else None,
                                    str(Path(root, inc.group("rel"))) if inc else None)
     return None

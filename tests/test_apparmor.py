@@ -154,3 +154,15 @@ def test_a_move_back_home_retires_the_earlier_block_and_its_rollback_puts_it_bac
     (aa_root / "local" / "usr.sbin.mysqld").write_text("# site rules\n")
     again = apparmor.plan_change(["/var/lib/mysql"], "mysql", "m-h2", str(aa_root), str(sys_root), retire="m-out")
     assert again.retires is None and "/var/lib/mysql/** rwk," in again.rules
+
+
+def test_a_child_profiles_local_include_is_not_the_servers(aa_root, tmp_path):
+    """MariaDB's profile holds a child profile for its shell helpers: only the outer profile's include counts."""
+    child = "  profile helper {\n    #include <local/helper>\n  }\n"
+    (aa_root / "usr.sbin.mysqld").write_text(MYSQLD_PROFILE.replace("  #include <local/usr.sbin.mysqld>\n", child))
+    with pytest.raises(MoveError, match=r"has no include for site rules.*`include if exists <local/usr.sbin.mysqld>`"):
+        apparmor.plan_change(["/srv/db"], "mysql", "m-child", str(aa_root), str(tmp_path))
+    (aa_root / "usr.sbin.mysqld").write_text(MYSQLD_PROFILE.replace("  #include <local/usr.sbin.mysqld>\n",
+                                                                    child + "  #include <local/usr.sbin.mysqld>\n"))
+    change = apparmor.plan_change(["/srv/db"], "mysql", "m-child", str(aa_root), str(tmp_path))
+    assert change.local_path == str(aa_root / "local" / "usr.sbin.mysqld")

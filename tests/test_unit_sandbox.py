@@ -228,3 +228,14 @@ def test_the_packaged_units_server_writes_under_home_only_with_the_dropin(manage
     finally:
         (manager.units / "mariadb.service.d" / "50-probe.conf").unlink(missing_ok=True)
         shutil.rmtree(top)
+
+
+@pytest.mark.parametrize("verb", ["plan", "apply"])
+def test_the_opt_out_reaches_the_move_request(verb):
+    from datadir_mover.move_cli import _request
+    from tuner.cli import build_parser
+
+    parse = build_parser("move").parse_args
+    base = ["move", verb, "datadir", "--to", "/home/db/mysql"]
+    assert _request(parse(base + ["--no-systemd-changes"])).systemd_changes is False
+    assert _request(parse(base)).systemd_changes is True

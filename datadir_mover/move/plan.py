@@ -284,7 +284,8 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
                               retire=home.move_id if home and home.apparmor_applied else None,
                               binary=server_binary(server_pid(model.pid_file)) if model.managed == "system" else None)
     apparmor.validate(aa, request.apparmor_root)
-    unit = unit_sandbox.plan_change(unit_sandbox.read(control.unit) if isinstance(control, SystemdControl) else None,
+    unit = unit_sandbox.plan_change(unit_sandbox.read(control.unit, control.systemctl_argv)
+                                    if isinstance(control, SystemdControl) else None,
                                     target, move_id, request.systemd_changes, request.units_root,
                                     retire=home.move_id if home else None)
     se = selinux.commands(comp.name, target, tier.fstype) if selinux.enforcing() is not None else [

@@ -169,10 +169,10 @@ def needed(sb: Sandboxing, target: str) -> tuple[list[str], str]:
     t = _quoted(os.path.normpath(target))
     if r.kind in (None, "read-write", "bind"):
         return [], f"the server can write {target} ({r.setting or 'no setting of the unit covers it'})"
-    if r.kind == "read-only" or r.kind == "bind-ro":
+    if r.kind in ("read-only", "bind-ro"):
         return [f"ReadWritePaths={t}"], f"{r.setting} makes {target} read-only for the server"
     if r.kind == "inaccessible" and r.setting.startswith("ProtectHome="):
-        return ([f"ProtectHome=tmpfs", f"BindPaths={t}"],
+        return (["ProtectHome=tmpfs", f"BindPaths={t}"],
                 f"{r.setting} hides {target} from the server (a ReadWritePaths= below it would be dropped)")
     if r.kind == "tmpfs":
         return [f"BindPaths={t}"], f"{r.setting} puts an empty tmpfs over {target} for the server"

@@ -10,7 +10,10 @@ its ExecStart swapped for a write into the target, so the kernel's view through 
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -188,10 +191,6 @@ def test_the_packaged_units_server_writes_under_home_only_with_the_dropin(manage
     builds the unit's real mount namespace.  Without innotier's drop-in the write fails (the negative control:
     ProtectHome=true hides /home, ProtectSystem=full makes /etc read-only); with it the write lands; after the
     rollback it fails again."""
-    import pwd
-    import shutil
-    import tempfile
-
     mysql = pwd.getpwnam("mysql")
     top = Path(tempfile.mkdtemp(prefix="distro-unit-", dir=parent))
     top.chmod(0o755)   # mysql may pass through: only the unit's sandboxing stands in the way

@@ -11,7 +11,7 @@ from tuner.core.durable import fsync_dir, write_atomic
 from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
-from datadir_mover import apparmor
+from datadir_mover import apparmor, unit_sandbox
 from datadir_mover.move import components, file_lists, fingerprint
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.copy import Manifest, Tree, copy_tree, recheck_sources, verify_tree, walk
@@ -85,7 +85,8 @@ class OfflineSteps:
             sb.save()
             sb.write_cnf()
         apparmor.apply(self.plan.apparmor_change())
-        return {"placement_file": self.plan.placement_file}
+        unit_sandbox.apply(self.plan.unit_change())
+        return {"placement_file": self.plan.placement_file, "unit_dropin": self.plan.unit_change().dropin_path}
 
     def _entries(self):
         names = components.top_names(self.plan.component, model_stub(self.plan), self.plan.source_dir)

@@ -11,7 +11,7 @@ from tuner.core.durable import fsync_dir, write_atomic
 from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
-from datadir_mover import apparmor
+from datadir_mover import apparmor, unit_sandbox
 from datadir_mover.move import components, since_start, verify
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.stepbase import model_stub
@@ -77,6 +77,7 @@ class RollbackSteps:
                 self.control.stop("clean")
             self._restore_before()
             apparmor.remove(self.plan.apparmor_change())
+            unit_sandbox.remove(self.plan.unit_change())
         removed = self._remove_target()
         started = False
         if self.plan.was_running and self.control.state() != SandboxState.RUNNING:

@@ -176,7 +176,9 @@ def build_profile(sampler: Sampler, table_bytes: dict[str, int], workload: dict[
             if _kind(name, sampler.model) == "tmpdir":
                 tmp += io.write_bytes
         tmp_peak = max(tmp_peak, tmp)
-    cands, other = objects.candidates(totals, sampler.model, {"tmpdir": tmp_peak}, table_bytes)
+    # every file the server has open is a candidate's, even one the window did not touch (it gains nothing)
+    seen = set(totals) | set(snaps[-1].files)
+    cands, other = objects.candidates(seen, sampler.model, {"tmpdir": tmp_peak}, table_bytes)
     tables = {k: v.since(snaps[0].tables.get(k)) for k, v in snaps[-1].tables.items()}
     notes = []
     if sampler.redo_counted:
@@ -215,7 +217,7 @@ def measure(spec: ConnectionSpec, *, seconds: float | None = None, interval: flo
             result = during_tpcc(sampler, spec, tpcc)
             workload = {"kind": "tpcc", "settings": tpcc.to_dict(),
                         "result": {k: result.to_dict().get(k) for k in ("tpmc", "nopm", "tpm", "complete",
-                                                                        "measured_seconds", "errors")}}
+                                                                        "measured_seconds", "errors", "counts")}}
         else:
             observe(sampler, float(seconds or 0), interval, sleep)
             workload = {"kind": "observed", "seconds": seconds, "interval": interval}

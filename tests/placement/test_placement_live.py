@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from tuner.core import sandbox as sbx
-from tuner.core.errors import UsageError
-from tuner.placement import tiercost
+from tuner.core.errors import ServerError, UsageError
+from tuner.placement import measure, tiercost
 from tuner.placement.model import IoProfile
 
 MIB = 1 << 20
@@ -128,7 +128,15 @@ def test_a_server_without_performance_schema_gets_one_line_and_nothing_is_stored
         before = _stored(results, "io_profiles")
         r = cli("placement", "measure", "--sandbox", sb.name, "--seconds", "1", "--interval", "1",
                 "--results", results)
-        _one_line(r, 3, "performance_schema is OFF", "restart")
+        _one_line(r, 3, "performance_schema is OFF", "restart it")
         assert _stored(results, "io_profiles") == before
+        # the same server reached as a live one (no sandbox name): the fix names its option file and the restart
+        conn = sb.connection_spec().connect()
+        try:
+            with pytest.raises(ServerError, match="in the server's option file and restart the server$") as err:
+                measure.check_source(conn, "socket " + sb.socket)
+        finally:
+            conn.close()
+        assert "\n" not in str(err.value)
     finally:
         sb.destroy(force=True)

@@ -51,10 +51,10 @@ def check_source(conn, where: str, sandbox: str | None = None) -> None:
     cur.execute(SQL_PS_ON)
     (on,) = cur.fetchone()
     if str(on).upper() not in ("1", "ON"):
-        how = (f"`innotier sandbox create` turns it on for new sandboxes; for {sandbox} add performance_schema=ON "
-               f"to {where} and restart it (`innotier sandbox stop {sandbox}` then `start`)" if sandbox else
-               f"add performance_schema=ON under [mysqld] in the server's option file and restart it")
-        raise ServerError(f"performance_schema is OFF on {where}, so per-file I/O cannot be measured and it cannot "
+        how = (f"put performance_schema=ON under [mysqld] in a .cnf file in the sandbox's conf.d and restart it "
+               f"(`innotier sandbox stop {sandbox}`, then `start`)" if sandbox else
+               "add performance_schema=ON under [mysqld] in the server's option file and restart the server")
+        raise ServerError(f"performance_schema is OFF on {where}, so per-file I/O cannot be measured, and it cannot "
                           f"be turned on while the server runs: {how}")
     cur.execute(SQL_INSTRUMENTS)
     total, timed = cur.fetchone()

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from tuner.core.errors import UsageError
-from tuner.placement import advisor
+from tuner.core.server import model_from_variables
+from tuner.placement import advisor, objects, pricing
 from tuner.placement.model import Candidate, FileIo, Interval, IoProfile, TierCost
 
 MIB = 1 << 20
@@ -95,7 +96,7 @@ def profile(waits: list[dict[str, float]]) -> IoProfile:
                   for w in waits)
     cands = (Candidate("s.big", "table", "s.big", (files["big"],), 50 * MIB),
              Candidate("s.hot", "table", "s.hot", (files["hot"],), 4 * MIB),
-             Candidate("s.cold", "table", "s.cold", (files["cold"],), 8 * MIB))
+             Candidate("s.cold", "table", "s.cold", (files["cold"],), 14 * MIB))
     return IoProfile("io-x", "2026-12-01T00:00:00+00:00", {"page_size": 16384}, {"kind": "test"}, ivals, cands,
                      (), {})
 
@@ -111,10 +112,10 @@ def test_advice_picks_the_hot_small_table_and_reports_an_interval_around_it():
     assert a.pick.saving == pytest.approx(sum(w["hot"] for w in WAITS) / 4 - cost)
     assert a.pick.low < a.pick.saving < a.pick.high
     naive = {p.name: p for p in a.naive}
-    assert naive["largest tables"].keys == ("s.cold", "s.hot")   # big (50M) does not fit; then by size
+    assert naive["largest tables"].keys == ("s.cold",)   # big (50M) does not fit, cold (14M) does, then hot not
     assert naive["largest tables"].saving < a.pick.saving
     assert naive["everything"].saving > a.pick.saving
-    assert a.gains["s.cold"] < 0                         # cheaper where it is than priced on the tier: never picked
+    assert a.gains["s.cold"] == 0                        # waits less now than priced on the tier: saves nothing
     assert a.curve[-1][1] == pytest.approx(a.gains["s.hot"] + a.gains["s.big"])
 
 
@@ -132,3 +133,47 @@ def test_bad_budgets_are_one_line(budget, target, words):
     with pytest.raises(UsageError) as err:
         advisor.advise(profile(WAITS), target, budget)
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+# ---- pricing ---------------------------------------------------------------------------------------------
+
+def test_pricing_by_kind_never_below_zero():
+    target = tier(randread_s=100e-6, write_s=10e-6, fsync_s=50e-6)
+    io = FileIo(reads=10, read_bytes=10 * 16384 + 1_000_000, read_s=0.01, writes=5, write_bytes=5 * 16384,
+                write_s=0.0, misc=5, misc_s=0.005)
+    # reads: 10 x 100 us + 1 MB beyond a page each at 1 GB/s = 2 ms; writes 50 us (waited 0 now: saves 0, not -50 us)
+    assert pricing.cost_on(io, target) == pytest.approx(0.002 + 50e-6 + 250e-6)
+    assert pricing.saving(io, target) == pytest.approx((0.01 - 0.002) + 0 + (0.005 - 250e-6))
+
+
+def test_counted_io_is_priced_where_it_is_now_or_not_at_all():
+    disk = tier(write_s=200e-6, fsync_s=200e-6)
+    fast = tier(write_s=10e-6, fsync_s=1e-6)
+    redo = FileIo(writes=100, write_bytes=100 * 512, misc=100, timed=False)
+    assert pricing.saving(redo, fast) is None
+    assert pricing.saving(redo, fast, here=disk) == pytest.approx(100 * 190e-6 + 100 * 199e-6)
+
+
+# ---- what a file is -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version, path, kind", [
+    ("10.11.19-MariaDB", "/d/ib_logfile0", "redo"),
+    ("10.11.19-MariaDB", "/d/ibdata1", "ibdata"),
+    ("10.11.19-MariaDB", "/d/undo001", "undo"),
+    ("10.11.19-MariaDB", "/d/tpcc/stock.ibd", "table"),
+    ("10.11.19-MariaDB", "/d/tpcc/orders#P#p0.ibd", "partition"),
+    ("10.11.19-MariaDB", "/elsewhere/tpcc/stock.ibd", "table"),          # DATA DIRECTORY
+    ("10.11.19-MariaDB", "/t/#sql-1234.MAI", "tmpdir"),
+    ("10.11.19-MariaDB", "/d/mysql/innodb_table_stats.ibd", None),
+    ("10.11.19-MariaDB", "/d/ibtmp1", None),
+    ("10.11.19-MariaDB", "/d/tpcc/stock.frm", None),
+    ("9.7.4", "/d/#innodb_redo/#ib_redo12", "redo"),
+    ("9.7.4", "/d/undo_001", "undo"),
+    ("9.7.4", "/d/#ib_16384_0.dblwr", "doublewrite"),
+    ("9.7.4", "/d/mysql.ibd", None),
+    ("9.7.4", "/d/tpcc/orders#p#p1.ibd", "partition"),
+])
+def test_files_are_named_as_the_candidates_they_belong_to(version, path, kind):
+    model = model_from_variables({"version": version, "datadir": "/d", "tmpdir": "/t", "innodb_page_size": "16384"})
+    found = objects.classify(path, model)
+    assert (found and found[1]) == kind

@@ -120,6 +120,37 @@ def test_a_tpcc_window_is_measured_stored_advised_and_shown(cli, tpcc_w1, shared
     assert r.returncode == 0 and "where the I/O time goes" in r.stdout and pic.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_servers_own_traffic_is_observed_in_a_window(shared_sandbox):
+    """--seconds mode: the traffic here is a table written and flushed to its file inside the window."""
+    spec = shared_sandbox.connection_spec()
+    conn = spec.connect()
+    cur = conn.cursor()
+    cur.execute("DROP DATABASE IF EXISTS placeadv_obs")
+    cur.execute("CREATE DATABASE placeadv_obs")
+    cur.execute("USE placeadv_obs")   # for the Sequence engine's seq_1_to_N
+    cur.execute("CREATE TABLE placeadv_obs.t (id INT PRIMARY KEY, v VARCHAR(500)) ENGINE=InnoDB")
+
+    def traffic(seconds: float) -> None:
+        """Stands in for the window's pause: the traffic happens instead of the wait (no sleep here)."""
+        cur.execute("INSERT INTO placeadv_obs.t SELECT seq, REPEAT('x', 500) FROM seq_1_to_2000 "
+                    "ON DUPLICATE KEY UPDATE v = REPEAT('y', 500)")
+        cur.execute("FLUSH TABLES placeadv_obs.t FOR EXPORT")   # its dirty pages written to t.ibd, now
+        cur.execute("UNLOCK TABLES")
+
+    try:
+        p = measure.measure(spec, seconds=2, interval=1, sleep=traffic)
+    finally:
+        cur.execute("DROP DATABASE placeadv_obs")
+        conn.close()
+    assert p.workload["kind"] == "observed" and len(p.intervals) == 2
+    t = p.candidate("placeadv_obs.t")
+    io = p.file_totals()[t.files[0]]
+    assert io.timed and io.writes > 0 and io.write_bytes >= 16384 and io.wait_s > 0
+    # two intervals, two passes: 2000 rows inserted, then 2000 insert attempts that became updates (the
+    # handler counts each write_row call, the duplicate ones too)
+    assert p.tables["placeadv_obs.t"].insert == 4000 and p.tables["placeadv_obs.t"].update == 2000
+
+
 def test_a_server_without_performance_schema_gets_one_line_and_nothing_is_stored(cli, results):
     sb = sbx.create("placeadv-nops", page_size="16k",
                     options={"performance_schema": "OFF", "innodb_buffer_pool_size": "32M"})

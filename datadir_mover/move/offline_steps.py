@@ -13,7 +13,7 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
 from datadir_mover import apparmor
-from datadir_mover.move import components, fingerprint
+from datadir_mover.move import components, good_copy, source_fingerprint
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
 from datadir_mover.move.journal import crash_point
@@ -65,13 +65,14 @@ class OfflineSteps:
         if self._copied is not None:  # the block digests the copy verified (memory only: a restart reads the target)
             manifest.blocks = self._copied.blocks
         proof = proofmod.record_at_switch(self.journal, self.plan, manifest)
-        fingerprint.record(self.journal, self.plan)
+        source_fingerprint.record(self.journal, self.plan)
+        self._verified_here = True  # until START, this process can vouch for what it read back
         return {"files": sum(1 for r in manifest.records.values() if r.kind == "file"),
                 "seconds": round(time.monotonic() - t0, 3), "proof": proof.status}
 
     def _do_switch(self) -> dict[str, Any]:
         self._require_stopped("SWITCH")
-        fingerprint.require_unchanged(self.journal, self.plan)
+        good_copy.for_resume(self.journal, self.plan, self.echo)
         self._ensure_target()
         if self.plan.placement_after is not None:
             write_atomic(self.plan.placement_file, self.plan.placement_after, mode=0o644)

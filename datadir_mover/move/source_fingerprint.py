@@ -208,7 +208,8 @@ def classify(then: dict, now: dict, moved_only: bool = False) -> tuple[SourceSta
     parts = [("moved", then["moved"], now["moved"])]
     if not moved_only:
         parts.append(("shared", then["shared"], now["shared"]))
-    ahead: list[str] = []
+    ahead: list[str] = []  # by LSN: the plainest evidence, named first
+    written: list[str] = []  # by mtime, or new files
     damaged: list[str] = []
     for _, was_all, is_all in parts:
         for path, was in sorted(was_all.items()):
@@ -225,14 +226,14 @@ def classify(then: dict, now: dict, moved_only: bool = False) -> tuple[SourceSta
                 damaged.append(f"{path}: its {lsn.replace('_', ' ').replace('lsn', 'LSN')} went back from "
                                f"{was[lsn]} to {is_.get(lsn)}")
             elif is_["mtime_ns"] > was["mtime_ns"]:
-                ahead.append(f"{path} was written (mtime moved)")
+                written.append(f"{path} was written (mtime moved)")
             elif is_ != was:
                 damaged.append(f"{path} changed ({', '.join(k for k in was if was[k] != is_.get(k))})")
         new = sorted(set(is_all) - set(was_all))
         if new:
-            ahead.append(f"files appeared: {', '.join(new[:3])}")
-    if ahead:
-        return SourceState.AHEAD, "; ".join(ahead[:2])
+            written.append(f"files appeared: {', '.join(new[:3])}")
+    if ahead or written:
+        return SourceState.AHEAD, "; ".join((ahead + written)[:2])
     if damaged:
         return SourceState.DAMAGED, "; ".join(damaged[:2])
     return SourceState.SAME, ""

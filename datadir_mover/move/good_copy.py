@@ -21,6 +21,7 @@ lose the writes the source took).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from tuner.core.errors import MoveError
@@ -59,14 +60,15 @@ def for_rollback(journal: Journal, plan: Plan) -> None:
     if src.whole:
         return
     what = f"the source {plan.source_dir} is {src.state.value} ({src.why})"
-    if journal.done("VERIFY"):
+    if journal.done("VERIFY") and os.path.isdir(plan.target_dir):
         on = "the server runs on" if started else "the verified copy is"
         raise MoveError(f"{what}, so rolling back would remove the only good copy: {on} the target "
                         f"{plan.target_dir}; nothing was removed; carry the move forward onto it with `innotier move "
                         f"resume --id {plan.move_id}` (or bring the source back as it was and roll back again)")
-    raise MoveError(f"{what} and the copy on the target {plan.target_dir} was never verified, so neither is known "
-                    f"whole; nothing was removed: bring the source back (remount it, or restore it from a backup), "
-                    f"then run `innotier move rollback --id {plan.move_id}` again")
+    target = "is gone" if not os.path.isdir(plan.target_dir) else "was never verified"
+    raise MoveError(f"{what} and the copy on the target {plan.target_dir} {target}, so neither is known whole; "
+                    f"nothing was removed: bring the source back (remount it, or restore it from a backup), then run "
+                    f"`innotier move rollback --id {plan.move_id}` again")
 
 
 def for_resume(journal: Journal, plan: Plan, echo, moved_only: bool = False) -> None:

@@ -73,7 +73,12 @@ class OfflineSteps:
     def _do_switch(self) -> dict[str, Any]:
         self._require_stopped("SWITCH")
         good_copy.for_resume(self.journal, self.plan, self.echo)
-        self._ensure_target()
+        if components.get(self.plan.component).copies_files and not Path(self.plan.target_dir).is_dir():
+            raise MoveHalted(f"the target {self.plan.target_dir} vanished after the copy was verified (a tier that "
+                             "did not come back?); nothing was switched: bring it back and run `innotier move resume "
+                             f"--id {self.plan.move_id}`, or go back with `innotier move rollback --id "
+                             f"{self.plan.move_id}`")
+        self._ensure_target()  # a tmpdir move copies nothing: its directory is simply made again
         if self.plan.placement_after is not None:
             write_atomic(self.plan.placement_file, self.plan.placement_after, mode=0o644)
         elif Path(self.plan.placement_file).exists():   # a move back home: the drop-in held only its placements

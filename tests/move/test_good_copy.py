@@ -5,6 +5,7 @@ One clone serves each group of faults, in order, so the whole file costs a few m
 - the issue's transcript: a datadir move onto tmpfs killed right after VERIFY, then the
   source removed (a RAM tier after a reboot): rollback refuses in one line naming the target
   and `move resume`, and removes nothing; resume carries the move onto the verified target;
+- the target taken away after VERIFY: SWITCH refuses instead of making an empty one;
 - a byte flipped in a target file between its read-back and a resumed START (with a torn last
   journal line on top): the start refuses, the server never runs on it, rollback goes back;
 - the source taken away after START of a pre-copied move: the proof is blocked (not failed)
@@ -80,6 +81,20 @@ def test_rollback_and_resume_keep_the_good_copy(clone, mv_tiers, cli):
     finally:
         holder.stdin.close()
         holder.wait(10)
+
+    # the target taken away after VERIFY (a tier that did not come back): SWITCH refuses instead of making it anew
+    target = os.path.join(mv_tiers["tmpfs"], "rc-vanish")
+    killed = cli("move", "apply", "datadir", "--sandbox", sb.name, "--to", target, "--yes",
+                 env={"INNOTIER_MOVE_CRASH_AT": "VERIFY:done"})
+    assert killed.returncode == -9, killed.stderr
+    journal = _open_move(sb.name)
+    shutil.rmtree(target)
+    r = cli("move", "resume", "--id", journal.dir.name)
+    assert r.returncode != 0 and "vanished after the copy was verified" in _last_line(r), r.stderr
+    assert not os.path.exists(target) and not journal.done("SWITCH")
+    r = cli("move", "rollback", "--id", journal.dir.name, "--yes")
+    assert r.returncode == 0, r.stderr
+    assert _datadir(spec) == home and mvhelpers.checksums(spec) == before
 
     # a byte flipped in a target file after VERIFY read it back, and a torn last journal line: START refuses
     target = os.path.join(mv_tiers["tmpfs"], "rc-flip")

@@ -23,7 +23,9 @@ ROLLBACK can follow any state before COMMIT.
 - ``S begin`` as the last record: S may be partly done; ``resume`` runs S again from its
   start (every step is idempotent: copies overwrite only the move's own files, option
   files are rewritten whole, stop/start check the server's state first).
-- ``rollback`` is defined from every state before COMMIT: stop the server if it may be
+- ``rollback`` is defined from every state before COMMIT, once ``good_copy.for_rollback`` found
+  the source whole (as at the stop, or moved on); otherwise it refuses before anything is removed,
+  naming the good copy.  Then: stop the server if it may be
   running on the new location (SWITCH begun), put back the saved option files (and
   sandbox record) and remove the AppArmor rules, remove the files the move wrote into the
   target, start the server on the old location if it was running when the move began,
@@ -38,7 +40,8 @@ ROLLBACK can follow any state before COMMIT.
 - ROLLBACK done, FINALIZE done: the move is closed.
 
 Only one process works on a move at a time: it holds ``flock`` on ``lock`` (released by the
-kernel when the process dies, so a SIGKILLed mover never blocks its own resume).
+kernel when the process dies, so a SIGKILLed mover never blocks its own resume), and one move
+works on a server at a time (``server_lock.py``).
 
 Crash injection (tests): with ``INNOTIER_MOVE_CRASH_AT=STATE:event`` (event ``begin``,
 ``done`` or ``mid``), the process kills itself with SIGKILL right after that record is

@@ -359,7 +359,7 @@ def _print_proofs(journals, as_json: bool) -> None:
         if j.phase not in ("open", "committed") or (proof := proofmod.Proof.load(j)) is None:
             continue
         restarted = ""
-        if proof.status == "pending" and j.done("START") and not proofmod.prover_alive(j):
+        if proofmod.pending(j) and j.done("START") and not proofmod.prover_alive(j):
             proofmod.start_background(j)
             restarted = " (its prover had stopped: started again in the background)"
         if not as_json:

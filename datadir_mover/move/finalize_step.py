@@ -55,6 +55,10 @@ class FinalizeStep:
         if proof is None:
             raise MoveError(f"move {self.plan.move_id} has no proof (made by an innotier without one); the source "
                             "is kept: compare the target with it yourself, then remove it by hand")
+        if proof.status in ("pending", "blocked"):
+            raise MoveError(f"the proof of move {self.plan.move_id} is {proof.text()}; the source is kept: bring it "
+                            f"back (remount it), then run `innotier move verify --id {self.plan.move_id}` and "
+                            "finalize again")
         if proof.status != "passed":
             cost = since_start.writes_since_start(self.journal, self.plan.connection_spec()).text()
             raise MoveError(f"the proof of move {self.plan.move_id} failed: the target is not the stopped source "
@@ -110,7 +114,8 @@ class FinalizeStep:
                 st = tree.lstat(rec.rel)
             except FileNotFoundError:
                 continue  # removed by an earlier, interrupted finalize
-            if rec.kind == "file" and (st.st_size, st.st_mtime_ns, st.st_ino) != (rec.size, rec.mtime_ns, rec.ino):
+            if rec.kind == "file" and (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (
+                    rec.size, rec.mtime_ns, rec.ctime_ns, rec.ino):
                 kept.append(rec.rel)  # changed since the copy: not ours to delete
                 continue
             tree.remove(rec.rel)

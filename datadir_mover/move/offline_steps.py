@@ -12,7 +12,7 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
 from datadir_mover import apparmor, unit_sandbox
-from datadir_mover.move import components, file_lists, fingerprint
+from datadir_mover.move import components, file_lists, good_copy, source_fingerprint
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.copy import Manifest, Tree, copy_tree, recheck_sources, verify_tree, walk
 from datadir_mover.move.journal import crash_point
@@ -65,14 +65,20 @@ class OfflineSteps:
         if self._copied is not None:  # the block digests the copy verified (memory only: a restart reads the target)
             manifest.blocks = self._copied.blocks
         proof = proofmod.record_at_switch(self.journal, self.plan, manifest)
-        fingerprint.record(self.journal, self.plan)
+        source_fingerprint.record(self.journal, self.plan)
+        self._verified_here = True  # until START, this process can vouch for what it read back
         return {"files": sum(1 for r in manifest.records.values() if r.kind == "file"),
                 "seconds": round(time.monotonic() - t0, 3), "proof": proof.status}
 
     def _do_switch(self) -> dict[str, Any]:
         self._require_stopped("SWITCH")
-        fingerprint.require_unchanged(self.journal, self.plan)
-        self._ensure_target()
+        good_copy.for_resume(self.journal, self.plan, self.echo)
+        if components.get(self.plan.component).copies_files and not Path(self.plan.target_dir).is_dir():
+            raise MoveHalted(f"the target {self.plan.target_dir} vanished after the copy was verified (a tier that "
+                             "did not come back?); nothing was switched: bring it back and run `innotier move resume "
+                             f"--id {self.plan.move_id}`, or go back with `innotier move rollback --id "
+                             f"{self.plan.move_id}`")
+        self._ensure_target()  # a tmpdir move copies nothing: its directory is simply made again
         if self.plan.placement_after is not None:
             write_atomic(self.plan.placement_file, self.plan.placement_after, mode=0o644)
         elif Path(self.plan.placement_file).exists():   # a move back home: the drop-in held only its placements

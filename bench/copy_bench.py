@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """The mover's verified offline copy against `cp -a` of the same stopped datadirs, cold caches, several sizes in one run.
 
-    sudo .venv/bin/python bench/copy_bench.py [--warehouses 4,40] [--repeat 3] [--cache cold] [--home DIR]
+    sudo .venv/bin/python bench/copy_bench.py [--warehouses 4,40] [--repeat 4] [--cache cold] [--home DIR]
                                               [--tmpfs-size 12G]
 
 For each size, a TPC-C datadir of W warehouses comes from its golden copy (``tuner.sweep.golden``, built once
 and kept under ``--home``, default /var/tmp/innotier-move-bench, which ``bench/move_bench.py`` shares), is
 cloned to the root file system and started and stopped once (the redo log takes its configured 512 MiB, as
-on a server in use).  Then, ``--repeat`` rounds; each round runs every (size, side)
-once, the order rotated by one place per round so no side always runs first or after the same neighbour:
+on a server in use).  Then, ``--repeat`` rounds (an even number); each round runs, for every (size, cache),
+the two sides back to back as a pair, innotier first in even rounds and ``cp -a`` first in odd ones, so each
+order runs equally often (the run that goes first of a pair was measured faster on a quiet machine, by up
+to 3x for ``cp -a``: an order effect that decided the ratio when one side went first more often); the
+(size, cache) pairs are rotated by one place per round:
 
 - **innotier**: the offline move's COPY and VERIFY steps as ``offline_steps`` runs them: ``walk``,
   ``copy_tree(verify=True, stable=True)`` (every byte of the source read and hashed with xxh3-128, holes only
@@ -21,13 +24,17 @@ once, the order rotated by one place per round so no side always runs first or a
 Both start with the source's pages dropped from the page cache (each file fsynced and
 ``POSIX_FADV_DONTNEED``; the bytes still resident are counted with ``fincore`` and printed), or with
 ``--cache warm`` read into it, both copy into a new directory of the same tmpfs, the timer covers the copy
-only (the drop or the warming before, the removal after are outside it for both).  Printed per size: median and range of each side, the throughput ratio innotier / cp -a
-(cp's median time over ours) and the load average.  The machine may be shared: read spreads accordingly.
+only (the drop or the warming before, the removal after are outside it for both).  Printed per size and
+cache: median and range of each side, each side's median when it ran first and when second (the order
+effect, shown), the paired ratio of every round (cp's time over ours in the same round: > 1 means faster
+than ``cp -a``), their median and a distribution-free interval for it (order statistics of the paired
+ratios, with its coverage), and the load average.  The machine may be shared: read spreads accordingly.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -58,7 +65,8 @@ class Datadir:
     path: Path
     sandbox: str
     files: list[Path]
-    times: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (cache, side) -> seconds
+    times: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (cache, side) -> seconds, by round
+    firsts: dict[str, list[str]] = field(default_factory=dict)  # cache -> the side that ran first, by round
     resident: list[int] = field(default_factory=list)  # source bytes still cached after each drop
 
     @property
@@ -139,16 +147,32 @@ def measure(d: Datadir, cache: str, side: str, tier: Path) -> float:
     return elapsed
 
 
+def pair_order(r: int) -> tuple[str, str]:
+    """The sides of round ``r`` in the order they run: each order in every other round."""
+    return SIDES if r % 2 == 0 else SIDES[::-1]
+
+
 def rounds(datadirs: list[Datadir], caches: list[str], repeat: int, tier: Path) -> None:
-    runs = [(d, cache, side) for d in datadirs for cache in caches for side in SIDES]
+    pairs = [(d, cache) for d in datadirs for cache in caches]
     for r in range(repeat):
-        order = runs[r % len(runs):] + runs[:r % len(runs)]  # rotated by one place per round
         line = []
-        for d, cache, side in order:
-            t = measure(d, cache, side, tier)
-            d.times.setdefault((cache, side), []).append(t)
-            line.append(f"W={d.warehouses} {cache} {side} {t:.2f} s")
+        for d, cache in pairs[r % len(pairs):] + pairs[:r % len(pairs)]:  # the pairs rotated by one place a round
+            order = pair_order(r)
+            for side in order:
+                t = measure(d, cache, side, tier)
+                d.times.setdefault((cache, side), []).append(t)
+                line.append(f"W={d.warehouses} {cache} {side} {t:.2f} s")
+            d.firsts.setdefault(cache, []).append(order[0])
         print(f"  round {r + 1}: " + ", ".join(line) + f" (load average {loadavg()})", flush=True)
+
+
+def median_interval(xs: list[float], level: float = 0.9) -> tuple[float, float, float]:
+    """(low, high, coverage): the narrowest order-statistic interval (x_(k), x_(n+1-k)) holding the median with at
+    least ``level`` probability, whatever the distribution; (min, max) and its coverage when n is too small."""
+    xs, n = sorted(xs), len(xs)
+    below = [sum(math.comb(n, i) for i in range(k)) / 2**n for k in range(n // 2 + 1)]  # P(Binom(n, 1/2) < k)
+    k = max([k for k in range(1, n // 2 + 1) if 1 - 2 * below[k] >= level], default=1)
+    return xs[k - 1], xs[n - k], 1 - 2 * below[k]
 
 
 def report(d: Datadir, cache: str) -> None:
@@ -157,18 +181,28 @@ def report(d: Datadir, cache: str) -> None:
     how = (f"source pages dropped before every run (at most {max(d.resident) / 2**20:.1f} MiB still cached)"
            if cache == "cold" else "source read into the page cache before every run")
     print(f"W={d.warehouses}: {mib:.0f} MiB, {len(d.files)} files, root fs -> tmpfs, {how}, "
-          f"median of {len(d.times[cache, 'cp -a'])}:")
+          f"{len(d.times[cache, 'cp -a'])} rounds, each order in half of them:")
+    firsts = d.firsts[cache]
     for s in SIDES:
         ts = d.times[cache, s]
-        print(f"  {s:9s} {med[s]:6.2f} s = {mib / med[s]:5.0f} MiB/s  (range {min(ts):.2f}-{max(ts):.2f}; "
+        first = [t for t, f in zip(ts, firsts) if f == s]
+        second = [t for t, f in zip(ts, firsts) if f != s]
+        print(f"  {s:9s} median {med[s]:6.2f} s = {mib / med[s]:5.0f} MiB/s  (range {min(ts):.2f}-{max(ts):.2f}; "
+              f"first of the pair {statistics.median(first):.2f} s, second {statistics.median(second):.2f} s; "
               f"runs {', '.join(f'{t:.2f}' for t in ts)})")
-    print(f"  throughput ratio innotier / cp -a: {med['cp -a'] / med['innotier']:.2f}", flush=True)
+    ratios = [c / i for c, i in zip(d.times[cache, "cp -a"], d.times[cache, "innotier"])]
+    lo, hi, coverage = median_interval(ratios)
+    by_order = {s: statistics.median([q for q, f in zip(ratios, firsts) if f == s]) for s in SIDES}
+    print(f"  paired ratio cp -a time / innotier time, by round: {', '.join(f'{q:.2f}' for q in ratios)}; "
+          f"median {statistics.median(ratios):.2f}, interval {lo:.2f}-{hi:.2f} ({coverage:.0%} coverage); "
+          f"innotier first {by_order['innotier']:.2f}, cp -a first {by_order['cp -a']:.2f}", flush=True)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--warehouses", default="4,40", help="comma-separated sizes, measured in the same rounds")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds (each side and size once per round); medians")
+    ap.add_argument("--repeat", type=int, default=4,
+                    help="rounds, an even number (each side and size once per round, each order in half)")
     ap.add_argument("--home", default="/var/tmp/innotier-move-bench",
                     help="INNOTIER_HOME of the bench; keeps the golden copies between runs")
     ap.add_argument("--cache", default="cold", help="the source's page cache before every run: cold, warm or both")
@@ -181,8 +215,9 @@ def main() -> int:
         sizes = [int(w) for w in args.warehouses.split(",") if w.strip()]
     except ValueError:
         ap.error(f"--warehouses {args.warehouses!r} is not valid; give numbers such as 4,40")
-    if not sizes or min(sizes) < 1 or args.repeat < 1:
-        ap.error("--warehouses takes numbers of 1 or more, --repeat 1 or more")
+    if not sizes or min(sizes) < 1 or args.repeat < 2 or args.repeat % 2:
+        ap.error(f"--warehouses takes numbers of 1 or more, --repeat an even number of 2 or more (not "
+                 f"{args.repeat}: each order of the pair must run equally often)")
     if os.geteuid() != 0:
         print("copy_bench: run as root (it mounts a tmpfs)", file=sys.stderr)
         return 2
@@ -194,7 +229,7 @@ def main() -> int:
         for w in sizes:
             datadirs.append(prepare(home, w))
         print(f"{args.repeat} rounds of {', '.join(f'W={d.warehouses}' for d in datadirs)} x {'/'.join(caches)} x "
-              f"(innotier, cp -a), rotated:", flush=True)
+              f"(innotier, cp -a) pairs, each order in half of the rounds:", flush=True)
         rounds(datadirs, caches, args.repeat, tier)
         for d in datadirs:
             for cache in caches:

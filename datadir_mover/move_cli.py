@@ -38,6 +38,9 @@ def _add_request_args(p) -> None:
     p.add_argument("--page-size", metavar="SIZE",
                    help="refused unless equal to the server's: the page size is fixed at initialization")
     p.add_argument("--service", metavar="UNIT", help="systemd unit of a system server (default: detected)")
+    p.add_argument("--no-systemd-changes", action="store_true",
+                   help="refuse a move whose target the unit's sandboxing (ProtectHome=, ProtectSystem=, ...) hides "
+                        "instead of writing the drop-in that opens it")
     p.add_argument("--verify", choices=("files", "sample", "tables"), default="sample",
                    help="beyond the copy's own checksums: files (nothing more), sample (default: a bounded sample "
                         "of every table before and after), tables (CHECKSUM TABLE of everything and TPC-C checks "
@@ -101,6 +104,7 @@ def _request(args):
     return MoveRequest(component=args.component, target=args.to, precopy=args.precopy,
                        allow_same_fs=args.allow_same_fs, no_shutdown=args.no_shutdown,
                        slow_shutdown=args.slow_shutdown, page_size=args.page_size, service=args.service,
+                       systemd_changes=not args.no_systemd_changes,
                        probe=not getattr(args, "no_probe", False), verify=args.verify)
 
 
@@ -355,7 +359,7 @@ def _print_proofs(journals, as_json: bool) -> None:
         if j.phase not in ("open", "committed") or (proof := proofmod.Proof.load(j)) is None:
             continue
         restarted = ""
-        if proof.status == "pending" and j.done("START") and not proofmod.prover_alive(j):
+        if proofmod.pending(j) and j.done("START") and not proofmod.prover_alive(j):
             proofmod.start_background(j)
             restarted = " (its prover had stopped: started again in the background)"
         if not as_json:

@@ -36,7 +36,9 @@ def register(sub) -> None:
     y.add_argument("--backing", required=True, metavar="DIR")
     y.add_argument("--offline", action="store_true", help="the server is stopped cleanly: copy its files directly")
     y.add_argument("--if-clean", action="store_true",
-                   help="with --offline: do nothing (exit 0) unless the server shut down cleanly")
+                   help="with --offline, the sync at shutdown: no copy (exit 0) unless the server shut down "
+                        "cleanly; a copy not taken or failed is recorded and the next restore refuses to lose it "
+                        "silently")
     y.add_argument("--json", action="store_true")
     y.set_defaults(func=cmd_sync)
 
@@ -44,6 +46,8 @@ def register(sub) -> None:
     r.add_argument("--backing", required=True, metavar="DIR")
     r.add_argument("--if-needed", action="store_true", help="only when the tier lost the server's files (boot)")
     r.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    r.add_argument("--accept-loss", action="store_true",
+                   help="restore although the sync at the last shutdown did not happen (its commits are lost)")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_restore)
 
@@ -102,12 +106,13 @@ def cmd_sync(args) -> int:
     if args.if_clean and not args.offline:
         raise UsageError("--if-clean only applies to --offline syncs")
     if args.if_clean:
-        cfg = persist.load_config(args.backing)
-        if not persist.server_stopped_cleanly(cfg):
-            print("innotier: the server did not stop cleanly; no offline sync (the last consistent copy stands)",
-                  file=sys.stderr)
+        gen = persist.sync_at_shutdown(args.backing, echo=_echo(args.json))
+        if gen is None:
+            print("innotier: the server did not stop cleanly; no offline sync (the last consistent copy stands; "
+                  "recorded, so the next restore will not bring it back silently)", file=sys.stderr)
             return 0
-    gen = persist.sync(args.backing, offline=args.offline, echo=_echo(args.json))
+    else:
+        gen = persist.sync(args.backing, offline=args.offline, echo=_echo(args.json))
     if args.json:
         print_json(gen.to_dict())
     else:
@@ -128,7 +133,8 @@ def cmd_restore(args) -> int:
                  ).strip().lower() not in ("y", "yes"):
             print("not confirmed; nothing was changed")
             return 1
-    result = persist.restore(args.backing, echo=_echo(args.json), if_needed=args.if_needed)
+    result = persist.restore(args.backing, echo=_echo(args.json), if_needed=args.if_needed,
+                             accept_loss=args.accept_loss)
     if args.json:
         print_json(result)
     elif not result["restored"]:
@@ -146,6 +152,9 @@ def cmd_status(args) -> int:
         print_json(st)
     else:
         print(st["statement"])
+        if st.get("missed_sync_at_shutdown"):
+            print(f"the sync at the last shutdown did not happen ({st['missed_sync_at_shutdown']['reason']}); a "
+                  "restore refuses until run with --accept-loss")
         if st.get("restore_interrupted"):
             print("a restore was interrupted: run `innotier persist restore` again before starting the server")
     return 0

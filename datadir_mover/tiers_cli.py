@@ -18,7 +18,9 @@ from datadir_mover.tiers.base import FILESYSTEMS, split_options
 from datadir_mover.tiers.pmem import DAX_FILESYSTEMS, PMEM_SOURCES
 from datadir_mover.tiers.raid import LEVELS
 from datadir_mover.tiers.ramdisk import RAM_FILESYSTEMS
-from datadir_mover.tiers.requests import CreateRequest, PmemCreate, RaidCreate, RamdiskCreate, ZramCreate
+from datadir_mover.tiers.requests import (CreateRequest, PmemCreate, RaidCreate, RamdiskCreate, ThrottledCreate,
+                                          ZramCreate)
+from tuner.core.io_throttle import Limits
 
 
 def register(sub) -> None:
@@ -36,7 +38,7 @@ def register(sub) -> None:
     ls.add_argument("--all", action="store_true", help="include read-only, pseudo and system mounts")
     ls.set_defaults(func=cmd_list)
 
-    cr = tsub.add_parser("create", help="create a tier (zram, ramdisk, pmem, raid); --dry-run prints the commands",
+    cr = tsub.add_parser("create", help="create a tier (zram, ramdisk, pmem, raid, throttled); --dry-run prints the commands",
                          description="Create a tier.  Every kind takes --dry-run, which prints the exact commands "
                                      "and changes nothing.")
     csub = cr.add_subparsers(dest="kind", metavar="KIND")
@@ -130,8 +132,21 @@ def _add_raid_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
 
 
+def _add_throttled_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", required=True, help="capacity, e.g. 2G")
+    parser.add_argument("--backing", required=True, metavar="FILE",
+                        help="new file on a real disk that holds the tier's blocks (removed by `tiers destroy`)")
+    parser.add_argument("--read-iops", type=int, metavar="N", help="read operations a second")
+    parser.add_argument("--write-iops", type=int, metavar="N", help="write operations a second")
+    parser.add_argument("--read-bps", metavar="SIZE", help="read bytes a second, e.g. 50M")
+    parser.add_argument("--write-bps", metavar="SIZE", help="write bytes a second, e.g. 20M")
+    parser.add_argument("--fs", default="ext4", choices=FILESYSTEMS, help="file system (default ext4)")
+    parser.add_argument("--mount", required=True, metavar="PATH", help="empty directory to mount it on")
+    parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
+
+
 CREATE_ARGUMENTS = {"zram": _add_zram_arguments, "ramdisk": _add_ramdisk_arguments, "pmem": _add_pmem_arguments,
-                    "raid": _add_raid_arguments}
+                    "raid": _add_raid_arguments, "throttled": _add_throttled_arguments}
 
 
 def request_from_args(args: argparse.Namespace) -> CreateRequest:
@@ -152,7 +167,20 @@ def request_from_args(args: argparse.Namespace) -> CreateRequest:
             raise UsageError("--fs needs --mount: give the directory to mount the new file system on")
         return RaidCreate(level=args.level, devices=tuple(args.devices), chunk_bytes=parse_size(args.chunk, "--chunk"),
                           name=args.name, fs=args.fs, mount=args.mount, options=options)
+    if args.kind == "throttled":
+        return ThrottledCreate(size_bytes=parse_size(args.size, "--size"), mount=args.mount, backing=args.backing,
+                               limits=_limits_from_args(args), fs=args.fs, options=options)
     raise UsageError(f"cannot create tier kind {args.kind!r}; choose one of {', '.join(CREATE_ARGUMENTS)}")
+
+
+def _limits_from_args(args: argparse.Namespace) -> Limits:
+    for flag in ("read_iops", "write_iops"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            raise UsageError(f"--{flag.replace('_', '-')} must be a positive number of operations a second")
+    return Limits(read_iops=args.read_iops, write_iops=args.write_iops,
+                  read_bps=parse_size(args.read_bps, "--read-bps") if args.read_bps else None,
+                  write_bps=parse_size(args.write_bps, "--write-bps") if args.write_bps else None)
 
 
 # ---- handlers ----------------------------------------------------------------------------------

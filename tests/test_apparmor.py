@@ -88,7 +88,7 @@ def test_selinux_commands():
     assert selinux.commands("tmpdir", "/x")[0].startswith("semanage fcontext -a -t mysqld_tmp_t")
 
 
-def _sys_tree(root, enabled: str | None, securityfs: bool):
+def _sys_tree(root, enabled: str | None, securityfs: bool, loaded: str = ""):
     """A /sys as the kernel lays it out: the module parameter, and AppArmor's files where securityfs is mounted
     (an unmounted securityfs leaves /sys/kernel/security an empty directory)."""
     (root / "kernel" / "security").mkdir(parents=True)
@@ -98,8 +98,9 @@ def _sys_tree(root, enabled: str | None, securityfs: bool):
     if securityfs:
         aa = root / "kernel" / "security" / "apparmor"
         aa.mkdir()
-        for name in (".load", ".replace", ".remove", "profiles"):
+        for name in (".load", ".replace", ".remove"):
             (aa / name).write_text("")
+        (aa / "profiles").write_text(loaded)  # the kernel's list: one "NAME (MODE)" line per loaded profile
     return root
 
 
@@ -122,8 +123,13 @@ def test_apparmor_enabled_but_securityfs_unmounted_refuses_in_one_line_and_chang
     assert "mount -t securityfs securityfs /sys/kernel/security" in line
     assert (aa_root / "local" / "usr.sbin.mysqld").read_text() == "# site rules\n"
     # mounted: the same move plans the rule and its reload
-    mounted = _sys_tree(tmp_path / "sys2", "Y", securityfs=True)
-    assert apparmor.plan_change(["/mnt/pmem/mysql"], "mysql", "m-4", str(aa_root), str(mounted)).action == "apply"
+    mounted = _sys_tree(tmp_path / "sys2", "Y", securityfs=True, loaded="/usr/sbin/mysqld (enforce)\n")
+    change = apparmor.plan_change(["/mnt/pmem/mysql"], "mysql", "m-4", str(aa_root), str(mounted))
+    assert change.action == "apply" and change.mode == "enforce" and "the profile is reloaded" in change.reason
+    # mounted, but the profile is not in the kernel's list: it confines nothing, so it is written and not loaded
+    unloaded = _sys_tree(tmp_path / "sys3", "Y", securityfs=True, loaded="/usr/bin/man (enforce)\n")
+    change = apparmor.plan_change(["/mnt/pmem/mysql"], "mysql", "m-4", str(aa_root), str(unloaded))
+    assert change.action == "write" and change.mode == "not loaded" and "written, not loaded" in change.reason
     # an unconfined server needs no reload: securityfs does not matter then
     (aa_root / "usr.sbin.mysqld").write_text("# intentionally empty\n")
     assert apparmor.plan_change(["/mnt/x"], "mysql", "m-5", str(aa_root), str(sys_root)).action == "none"
@@ -148,3 +154,15 @@ def test_a_move_back_home_retires_the_earlier_block_and_its_rollback_puts_it_bac
     (aa_root / "local" / "usr.sbin.mysqld").write_text("# site rules\n")
     again = apparmor.plan_change(["/var/lib/mysql"], "mysql", "m-h2", str(aa_root), str(sys_root), retire="m-out")
     assert again.retires is None and "/var/lib/mysql/** rwk," in again.rules
+
+
+def test_a_child_profiles_local_include_is_not_the_servers(aa_root, tmp_path):
+    """MariaDB's profile holds a child profile for its shell helpers: only the outer profile's include counts."""
+    child = "  profile helper {\n    #include <local/helper>\n  }\n"
+    (aa_root / "usr.sbin.mysqld").write_text(MYSQLD_PROFILE.replace("  #include <local/usr.sbin.mysqld>\n", child))
+    with pytest.raises(MoveError, match=r"has no include for site rules.*`include if exists <local/usr.sbin.mysqld>`"):
+        apparmor.plan_change(["/srv/db"], "mysql", "m-child", str(aa_root), str(tmp_path))
+    (aa_root / "usr.sbin.mysqld").write_text(MYSQLD_PROFILE.replace("  #include <local/usr.sbin.mysqld>\n",
+                                                                    child + "  #include <local/usr.sbin.mysqld>\n"))
+    change = apparmor.plan_change(["/srv/db"], "mysql", "m-child", str(aa_root), str(tmp_path))
+    assert change.local_path == str(aa_root / "local" / "usr.sbin.mysqld")

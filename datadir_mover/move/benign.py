@@ -10,11 +10,13 @@ tables`` holds a read lock from the start).  A difference is accepted only when 
 1. the table is there and was read (not missing; a checksum, not NULL);
 2. the files under the server were proven equal to the stopped source (``FileProof``): read back
    byte for byte (a move without ``--precopy``), the server's own files (a rollback), or the
-   whole-file proof of a pre-copied move, which runs after the start: then the acceptance waits
-   for it, as finalize does;
-3. the cause explains *this* table: a commit waiting at the stop held a lock on it (named by the
-   server, or within the count of its locked tables the server did not name), or rows were written
-   since the start (row writes, never reads: ``sample.row_writes``), one table at most per row written.
+   whole-file proof of a pre-copied move once it *passed* (it runs after the start: the check
+   runs it to the end first when a difference needs it; pending or blocked is no proof);
+3. the evidence is about *this* table: a commit waiting at the stop held a lock on it and the
+   server named it (a lock the server counted but did not name, or lock names it could not read,
+   excuse nothing), or the server wrote rows of it since the start (``tables_written``: its
+   in-memory last-change time of the table, set by a commit that changed it).  A row written to
+   another table (a heartbeat, a replica's ``gtid_slave_pos``) excuses nothing here.
 """
 
 from __future__ import annotations
@@ -30,12 +32,12 @@ class FileProof(StrEnum):
     READ_BACK = "read back"  # no pre-copy: every byte hashed as read from the stopped source and read back
     SOURCE = "source"  # a rollback: the server runs on its own files, nothing was copied
     PASSED = "passed"  # the whole-file proof of a pre-copied move passed
-    PENDING = "pending"  # a pre-copied move: the whole-file proof runs after the start
+    PENDING = "pending"  # a pre-copied move: the whole-file proof runs after the start (no proof yet)
     NONE = "none"  # nothing proven: no difference is accepted
 
     @property
     def holds(self) -> bool:
-        return self in (FileProof.READ_BACK, FileProof.SOURCE, FileProof.PASSED, FileProof.PENDING)
+        return self in (FileProof.READ_BACK, FileProof.SOURCE, FileProof.PASSED)
 
 
 @dataclass
@@ -52,7 +54,8 @@ class Evidence:
         elif not precopy:
             fp = FileProof.READ_BACK
         else:
-            fp = FileProof.PASSED if proof == "passed" else FileProof.PENDING
+            fp = {"passed": FileProof.PASSED, "pending": FileProof.PENDING, None: FileProof.PENDING}.get(
+                proof, FileProof.NONE)  # blocked or failed: no proof
         return cls(AtStop.from_journal(shutdown), fp)
 
 
@@ -61,7 +64,7 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
     at_stop: list[str] = field(default_factory=list)  # put down to the commits waiting at the stop
     since_start: list[str] = field(default_factory=list)  # put down to row writes since the start
-    pending_proof: bool = False  # something was accepted that the whole-file proof has still to confirm
+    pending_proof: bool = False  # a difference the whole-file proof, once passed, may excuse
 
 
 def differences(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, str | None]]:
@@ -77,27 +80,24 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str
     return out
 
 
-def judge(before: dict[str, Any], after: dict[str, Any], evidence: Evidence, row_writes: int = 0) -> Verdict:
-    """Sort every difference into accepted (and why) or a problem that halts the move."""
+def judge(before: dict[str, Any], after: dict[str, Any], evidence: Evidence,
+          written: set[str] | frozenset[str] = frozenset()) -> Verdict:
+    """Sort every difference into accepted (and why) or a problem that halts the move; ``written``: the tables the
+    server wrote rows of since the start (``tables_written.since_start``)."""
     v = Verdict()
     named = evidence.at_stop.named_tables() if evidence.at_stop.count > 0 else set()
-    unnamed = evidence.at_stop.unnamed_tables() if evidence.at_stop.count > 0 else 0
-    writes = max(0, row_writes)
     for name, fatal in differences(before, after):
         changed = f"{name}: {after.get(name)} != {before[name]} before"
         if fatal:
             v.problems.append(fatal)
         elif not evidence.file_proof.holds:
-            v.problems.append(f"{changed} (no file-level proof to rule out the copy)")
+            v.pending_proof = v.pending_proof or evidence.file_proof == FileProof.PENDING
+            v.problems.append(f"{changed} (no file-level proof to rule out the copy: {evidence.file_proof.value})")
         elif name in named:
             v.at_stop.append(name)
-        elif unnamed > 0:
-            unnamed -= 1
-            v.at_stop.append(name)
-        elif writes > 0:
-            writes -= 1
+        elif name in written:
             v.since_start.append(name)
         else:
-            v.problems.append(f"{changed} (no commit waiting at the stop held it, no row written since the start)")
-    v.pending_proof = evidence.file_proof == FileProof.PENDING and bool(v.at_stop or v.since_start)
+            v.problems.append(f"{changed} (no commit waiting at the stop named it, no row of it written since the "
+                              "start)")
     return v

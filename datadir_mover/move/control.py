@@ -6,8 +6,10 @@ Two kinds of server:
   pid checked before signalling); the placement goes to ``conf.d/50-innotier-placement.cnf``,
   which my.cnf includes last, so it wins.
 - a system server: ``systemctl stop/start UNIT`` when systemd is PID 1; otherwise innotier
-  cannot drive it and says what to run.  The placement goes to a drop-in in the server's
-  conf.d (``99-innotier-placement.cnf``, sorted last).
+  cannot drive it and says what to run.  The unit is the one whose cgroup the running server is in
+  (``/proc/PID/cgroup``), whatever it is called; only a stopped server's unit is guessed from the
+  packaged names.  It is stopped when systemd knows no main process for it (``MainPID=0``).  The
+  placement goes to a drop-in in the server's conf.d (``99-innotier-placement.cnf``, sorted last).
 """
 
 from __future__ import annotations
@@ -61,6 +63,42 @@ def system_conf_dir(root: str = "/") -> Path:
             return p
     raise MoveError("no conf.d directory for a system server found (looked for "
                     f"{', '.join('/' + r for r in SYSTEM_CONF_DIRS)}); create the one your my.cnf includes")
+
+
+SERVER_COMMS = ("mariadbd", "mysqld")
+
+
+def server_pid(pid_file: str | None, proc_root: str = "/proc") -> int | None:
+    """The running server's pid from its pid file, when that process is a server on this host."""
+    try:
+        pid = int(Path(pid_file).read_text().split()[0]) if pid_file else 0
+        comm = Path(proc_root, str(pid), "comm").read_text().strip() if pid > 0 else ""
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if comm in SERVER_COMMS else None
+
+
+def server_binary(pid: int | None, proc_root: str = "/proc") -> str | None:
+    """The running server's executable as the kernel resolved it (what an AppArmor profile attaches to)."""
+    try:
+        return os.readlink(Path(proc_root, str(pid), "exe")) if pid else None
+    except OSError:
+        return None
+
+
+def unit_of_pid(pid: int, proc_root: str = "/proc") -> str | None:
+    """The systemd service whose cgroup holds ``pid`` (cgroup v2's ``0::`` line, or v1's name=systemd one)."""
+    try:
+        lines = Path(proc_root, str(pid), "cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in sorted(lines, key=lambda ln: not ln.startswith("0::")):
+        hierarchy, _, path = line.partition(":")[2].partition(":")
+        if hierarchy in ("", "name=systemd"):
+            units = [part for part in path.strip().split("/") if part.endswith(".service")]
+            if units:
+                return units[-1]
+    return None
 
 
 def system_unit(flavor: Flavor, root: str = "/") -> str | None:
@@ -121,6 +159,7 @@ class SystemdControl:
     spec: ConnectionSpec
     conf_dir: str
     kind: str = "system"
+    systemctl_argv: tuple[str, ...] = ("systemctl",)
 
     def describe(self) -> str:
         return f"system server ({self.unit})"
@@ -133,13 +172,15 @@ class SystemdControl:
         return True, ""
 
     def _systemctl(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=900)
+        return subprocess.run([*self.systemctl_argv, *args], capture_output=True, text=True, timeout=900)
 
     def state(self) -> SandboxState:
-        out = self._systemctl("is-active", self.unit).stdout.strip()
-        if out in ("active", "activating", "reloading", "deactivating"):
+        """Running while systemd knows a main process for the unit; failed (and gone) is crashed."""
+        shown = dict(ln.partition("=")[::2] for ln in
+                     self._systemctl("show", self.unit, "-p", "ActiveState,MainPID").stdout.splitlines())
+        if shown.get("MainPID", "0") not in ("", "0"):
             return SandboxState.RUNNING
-        return SandboxState.CRASHED if out == "failed" else SandboxState.STOPPED
+        return SandboxState.CRASHED if shown.get("ActiveState") == "failed" else SandboxState.STOPPED
 
     def stop(self, mode: str) -> float:
         import time
@@ -195,10 +236,13 @@ def by_hand(control, comp, source: str, target: str) -> str:
             f"`{target}/** rwk,` to its local include and reload it; {control.start_hint()}")
 
 
-def control_for(model: ServerModel, spec: ConnectionSpec, service: str | None = None, etc_root: str = "/"):
+def control_for(model: ServerModel, spec: ConnectionSpec, service: str | None = None, etc_root: str = "/",
+                proc_root: str = "/proc"):
     if model.managed == "sandbox" and model.sandbox:
         return SandboxControl(model.sandbox)
-    unit = service or system_unit(model.flavor, etc_root) or "mariadb.service"
+    pid = server_pid(model.pid_file, proc_root)
+    unit = (service or (unit_of_pid(pid, proc_root) if pid else None) or system_unit(model.flavor, etc_root)
+            or "mariadb.service")
     return SystemdControl(unit=unit, spec=spec, conf_dir=str(system_conf_dir(etc_root)))
 
 

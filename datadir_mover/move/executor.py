@@ -13,7 +13,7 @@ it halts and names what failed, since a rollback would discard what clients comm
 (``since_start.py``).  A crash (SIGKILL, power cut) leaves the journal for
 ``innotier move resume`` or ``innotier move rollback``.  A step that finds the world in a
 state it must not touch (the server running during an offline step, a source that moved
-on since VERIFY: ``fingerprint.py``) halts without rolling back: the operator decides.
+on since VERIFY: ``source_fingerprint.py``, ``good_copy.py``) halts without rolling back: the operator decides.
 After START a detached process proves the move (``proof.py``); finalize waits for it.
 """
 
@@ -25,6 +25,7 @@ from typing import Any, Callable
 from tuner.core.errors import InnotierError, MoveError
 from tuner.core.sandbox import on_destroy
 
+from datadir_mover.move import preflight
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move import since_start
 from datadir_mover.move.copy import Manifest
@@ -34,6 +35,7 @@ from datadir_mover.move.offline_steps import OfflineSteps
 from datadir_mover.move.plan import Plan
 from datadir_mover.move.precopy_steps import PrecopySteps
 from datadir_mover.move.rollback_steps import RollbackSteps
+from datadir_mover.move.server_lock import ServerLock
 from datadir_mover.move.server_steps import ServerSteps
 from datadir_mover.move.stepbase import Echo, MoveHalted, ProgressFactory, no_progress, quiet
 from datadir_mover.move.timings import timings
@@ -53,8 +55,10 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         self.progress = progress
         self.control = plan.control_obj()
         self._lock_conn = None
+        self.server_lock = ServerLock(plan.server_key)  # one move per server: held while this mover works
         self._precopy: Manifest | None = None  # the last pre-copy pass, with its block digests (memory only)
         self._copied: Manifest | None = None  # COPY's manifest, with the block digests it verified (memory only)
+        self._verified_here = False  # this process ran VERIFY: it vouches for the target files whose stat held
         self.background_proof = True  # after START, hash the stopped source in a detached process (proof.py)
         self.max_write_block_s = float((journal.load_json(OPTIONS_FILE) or {}).get("max_write_block_s",
                                                                                      MAX_WRITE_BLOCK_S))
@@ -62,9 +66,17 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
     @classmethod
     def create(cls, plan: Plan, echo: Echo = quiet, progress: ProgressFactory = no_progress,
                max_write_block_s: float = MAX_WRITE_BLOCK_S) -> "Executor":
-        journal = Journal.create(moves_dir() / plan.move_id, plan.to_dict())
-        journal.save_json(OPTIONS_FILE, {"max_write_block_s": max_write_block_s})
-        return cls(plan, journal, echo, progress)
+        lock = ServerLock(plan.server_key).acquire(plan.move_id)
+        try:
+            preflight.check_no_open_move(plan.server_key)  # again, under the lock: another apply may have begun
+            journal = Journal.create(moves_dir() / plan.move_id, plan.to_dict())
+            journal.save_json(OPTIONS_FILE, {"max_write_block_s": max_write_block_s})
+        except BaseException:
+            lock.release()
+            raise
+        ex = cls(plan, journal, echo, progress)
+        ex.server_lock = lock
+        return ex
 
     @classmethod
     def open(cls, journal: Journal, echo: Echo = quiet, progress: ProgressFactory = no_progress) -> "Executor":
@@ -76,7 +88,12 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
             raise MoveError(f"move {self.plan.move_id} is {self.journal.phase.replace('_', ' ')}; nothing to resume")
         if self.journal.last() and self.journal.last().state == "ROLLBACK":
             raise MoveError(f"move {self.plan.move_id} was being rolled back; finish it with `innotier move rollback`")
-        self.journal.lock()
+        self.server_lock.acquire(self.plan.move_id)
+        try:
+            self.journal.lock()
+        except BaseException:
+            self.server_lock.release()
+            raise
         try:
             while (state := self.journal.next_state()) is not None:
                 if state == "PRECOPY" and not self.plan.precopy:
@@ -88,6 +105,7 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         finally:
             self._release_read_lock()
             self.journal.unlock()
+            self.server_lock.release()
 
     def _run_state(self, state: str) -> None:
         handler = HANDLERS[state]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from tuner.core.server import inspect
 
 from datadir_mover.move import components, placement, since_start, volatile
 from datadir_mover.move import proof as proofmod
-from datadir_mover.move.copy import Manifest
+from datadir_mover.move.copy import Manifest, Tree
 from datadir_mover.move.journal import crash_point
 
 
@@ -54,6 +55,10 @@ class FinalizeStep:
         if proof is None:
             raise MoveError(f"move {self.plan.move_id} has no proof (made by an innotier without one); the source "
                             "is kept: compare the target with it yourself, then remove it by hand")
+        if proof.status in ("pending", "blocked"):
+            raise MoveError(f"the proof of move {self.plan.move_id} is {proof.text()}; the source is kept: bring it "
+                            f"back (remount it), then run `innotier move verify --id {self.plan.move_id}` and "
+                            "finalize again")
         if proof.status != "passed":
             cost = since_start.writes_since_start(self.journal, self.plan.connection_spec()).text()
             raise MoveError(f"the proof of move {self.plan.move_id} failed: the target is not the stopped source "
@@ -79,20 +84,41 @@ class FinalizeStep:
                             f"{self.plan.target_dir}; the source is not removed")
 
     def _remove_source(self, manifest: Manifest) -> tuple[int, list[str]]:
+        """Remove the copied source entries through checked directory descriptors (the server's user can write
+        in the source: a directory swapped for a link is refused, never followed); a failed removal is raised."""
         src = Path(self.plan.source_dir)
+        if not src.is_dir():  # removed whole by an earlier, interrupted finalize
+            fsync_dir(src.parent)
+            return 0, []
+        with Tree(src) as tree:
+            removed, kept = self._remove_copied(tree, manifest)
+            if self.plan.component == "datadir":
+                for name in os.listdir(tree.dir_fd()):
+                    if components.DATADIR_SKIP.match(name) and stat.S_ISREG(tree.lstat(name).st_mode):
+                        tree.remove(name)  # ibtmp1: recreated at start, never copied
+            empty = not os.listdir(tree.dir_fd())
+        if empty and self.plan.component != "tmpdir" and not os.path.ismount(src):
+            src.rmdir()  # the datadir, or an emptied component directory (e.g. a tier's redo/ left by a move)
+            fsync_dir(src.parent)
+        else:
+            fsync_dir(src)
+        return removed, kept
+
+    @staticmethod
+    def _remove_copied(tree: Tree, manifest: Manifest) -> tuple[int, list[str]]:
+        """Remove the manifest's entries unchanged since the copy: (how many, those kept)."""
         removed, kept = 0, []
         first = True
-        files = [r for r in manifest.records.values() if r.kind != "dir"]
-        for rec in files:
-            p = src / rec.rel
+        for rec in (r for r in manifest.records.values() if r.kind != "dir"):
             try:
-                st = os.lstat(p)
+                st = tree.lstat(rec.rel)
             except FileNotFoundError:
                 continue  # removed by an earlier, interrupted finalize
-            if rec.kind == "file" and (st.st_size, st.st_mtime_ns, st.st_ino) != (rec.size, rec.mtime_ns, rec.ino):
+            if rec.kind == "file" and (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (
+                    rec.size, rec.mtime_ns, rec.ctime_ns, rec.ino):
                 kept.append(rec.rel)  # changed since the copy: not ours to delete
                 continue
-            p.unlink()
+            tree.remove(rec.rel)
             removed += 1
             if first:
                 crash_point("FINALIZE:mid")
@@ -100,21 +126,10 @@ class FinalizeStep:
         for rec in sorted((r for r in manifest.records.values() if r.kind == "dir"),
                           key=lambda r: r.rel.count("/"), reverse=True):
             try:
-                (src / rec.rel).rmdir()
+                tree.remove(rec.rel)
                 removed += 1
+            except FileNotFoundError:
+                continue
             except OSError:
-                kept.append(rec.rel + "/")
-        if self.plan.component == "datadir":
-            for leftover in src.iterdir() if src.exists() else []:
-                if components.DATADIR_SKIP.match(leftover.name) and leftover.is_file():
-                    leftover.unlink()  # ibtmp1: recreated at start, never copied
-            if src.exists() and not any(src.iterdir()) and not os.path.ismount(src):
-                src.rmdir()
-        elif self.plan.component != "tmpdir" and src.exists() and not any(src.iterdir()) and not os.path.ismount(src):
-            src.rmdir()  # an emptied component directory (e.g. a tier's redo/ left by an earlier move)
-        if src.exists():
-            fsync_dir(src)
-        else:
-            fsync_dir(src.parent)
+                kept.append(rec.rel + "/")  # not empty: files the copy did not take (and does not remove)
         return removed, kept
-

@@ -8,10 +8,12 @@ before the journal's first record), ``journal.log`` and the files the steps save
 
 ``journal.log`` holds one JSON object a line: ``{"state": S, "event": "begin"|"done", "at": t, ...}``.
 Each line is appended and fsynced (``tuner.core.durable.append_line_durable``) *before* the
-work it announces starts (``begin``) and *after* that work is durable (``done``).  On
-open, a line that does not parse (a write torn by a crash) and everything after it are
-ignored, like BorgBackup's segments after the last COMMIT: the journal's truth is the
-longest valid prefix.
+work it announces starts (``begin``) and *after* that work is durable (``done``).  A line
+torn by a crash is a record that never became durable, so the work it announced was not
+begun (``begin``) or is run again (``done``; every step is idempotent): it is skipped and
+the records after it are read (an appender of an older innotier wrote the next record on
+the torn line's end: that record is recovered from the line).  Before the next append the
+torn tail is cut, with a warning, so every record starts on its own line.
 
 States, in order: PLAN -> PRECOPY (optional, server running) -> SHUTDOWN -> COPY -> VERIFY
 -> SWITCH -> START -> VERIFY_SERVER -> COMMIT, and later FINALIZE (removes the source).
@@ -21,7 +23,9 @@ ROLLBACK can follow any state before COMMIT.
 - ``S begin`` as the last record: S may be partly done; ``resume`` runs S again from its
   start (every step is idempotent: copies overwrite only the move's own files, option
   files are rewritten whole, stop/start check the server's state first).
-- ``rollback`` is defined from every state before COMMIT: stop the server if it may be
+- ``rollback`` is defined from every state before COMMIT, once ``good_copy.for_rollback`` found
+  the source whole (as at the stop, or moved on); otherwise it refuses before anything is removed,
+  naming the good copy.  Then: stop the server if it may be
   running on the new location (SWITCH begun), put back the saved option files (and
   sandbox record) and remove the AppArmor rules, remove the files the move wrote into the
   target, start the server on the old location if it was running when the move began,
@@ -36,7 +40,8 @@ ROLLBACK can follow any state before COMMIT.
 - ROLLBACK done, FINALIZE done: the move is closed.
 
 Only one process works on a move at a time: it holds ``flock`` on ``lock`` (released by the
-kernel when the process dies, so a SIGKILLed mover never blocks its own resume).
+kernel when the process dies, so a SIGKILLed mover never blocks its own resume), and one move
+works on a server at a time (``server_lock.py``).
 
 Crash injection (tests): with ``INNOTIER_MOVE_CRASH_AT=STATE:event`` (event ``begin``,
 ``done`` or ``mid``), the process kills itself with SIGKILL right after that record is
@@ -50,6 +55,7 @@ import fcntl
 import json
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +87,30 @@ class Record:
     data: dict[str, Any]
 
 
+RECORD_START = '{"at": '  # every record is written with sorted keys, so it starts so
+
+
+def _record_of(text: str) -> Record | None:
+    try:
+        obj = json.loads(text)
+        return Record(obj.pop("state"), obj.pop("event"), float(obj.pop("at")), obj)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _parse(line: str, whole: bool = False) -> Record | None:
+    """The record on ``line``; on a torn line (unless ``whole``), the whole record written after the torn part."""
+    rec = _record_of(line)
+    if rec is not None or whole:
+        return rec
+    at = line.find(RECORD_START, 1)
+    while at > 0:
+        if (rec := _record_of(line[at:])) is not None:
+            return rec
+        at = line.find(RECORD_START, at + 1)
+    return None
+
+
 class Journal:
     """One move's journal (see the module docstring for the semantics)."""
 
@@ -109,13 +139,16 @@ class Journal:
             return []
         out = []
         for line in self.path.read_text(errors="replace").splitlines():
-            try:
-                obj = json.loads(line)
-                rec = Record(obj.pop("state"), obj.pop("event"), float(obj.pop("at")), obj)
-            except (ValueError, KeyError, TypeError):
-                break  # torn write: ignore it and everything after it
-            out.append(rec)
+            rec = _parse(line)
+            if rec is not None:
+                out.append(rec)
         return out
+
+    def torn_lines(self) -> int:
+        """How many lines do not hold a whole record (each one a write a crash cut short)."""
+        if not self.path.exists():
+            return 0
+        return sum(1 for line in self.path.read_text(errors="replace").splitlines() if _parse(line, whole=True) is None)
 
     def last(self) -> Record | None:
         recs = self.records()
@@ -185,7 +218,27 @@ class Journal:
 
     # -- writing -----------------------------------------------------------
 
+    def _cut_torn_tail(self) -> None:
+        """A last line without its newline was torn by a crash: cut it, so the next record starts a line."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+                return
+            data = os.pread(fd, size, 0)
+            keep = data.rfind(b"\n") + 1
+            print(f"innotier: warning: {self.path} ends in a record torn by a crash ({size - keep} bytes, never "
+                  "durable): cut", file=sys.stderr)
+            os.ftruncate(fd, keep)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def _append(self, state: str, event: str, data: dict[str, Any]) -> None:
+        self._cut_torn_tail()
         rec = {"state": state, "event": event, "at": time.time(), **data}
         append_line_durable(self.path, json.dumps(rec, sort_keys=True, default=str))
         crash_point(f"{state}:{event}")

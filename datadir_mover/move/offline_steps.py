@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 import time
 from pathlib import Path
@@ -12,10 +11,10 @@ from tuner.core.durable import fsync_dir, write_atomic
 from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
-from datadir_mover import apparmor
-from datadir_mover.move import components, fingerprint
+from datadir_mover import apparmor, unit_sandbox
+from datadir_mover.move import components, file_lists, good_copy, source_fingerprint
 from datadir_mover.move import proof as proofmod
-from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify_tree, walk
+from datadir_mover.move.copy import Manifest, Tree, copy_tree, recheck_sources, verify_tree, walk
 from datadir_mover.move.journal import crash_point
 from datadir_mover.move.stepbase import MoveHalted, model_stub
 
@@ -44,7 +43,8 @@ class OfflineSteps:
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=prev,
                                  progress=progress,
                                  after_file=self._mid("COPY"), verify=True,
-                                 page_size=int(self.plan.server["page_size"]), stable=True)
+                                 page_size=int(self.plan.server["page_size"]), stable=True,
+                                 owned=self._moved_in_target())
         self.journal.save_json("copy-manifest.json", manifest.to_dict())
         self._copied = manifest
         return {"files": st.files_copied, "bytes": st.bytes_copied, "files_delta": st.files_delta,
@@ -65,14 +65,20 @@ class OfflineSteps:
         if self._copied is not None:  # the block digests the copy verified (memory only: a restart reads the target)
             manifest.blocks = self._copied.blocks
         proof = proofmod.record_at_switch(self.journal, self.plan, manifest)
-        fingerprint.record(self.journal, self.plan)
+        source_fingerprint.record(self.journal, self.plan)
+        self._verified_here = True  # until START, this process can vouch for what it read back
         return {"files": sum(1 for r in manifest.records.values() if r.kind == "file"),
                 "seconds": round(time.monotonic() - t0, 3), "proof": proof.status}
 
     def _do_switch(self) -> dict[str, Any]:
         self._require_stopped("SWITCH")
-        fingerprint.require_unchanged(self.journal, self.plan)
-        self._ensure_target()
+        good_copy.for_resume(self.journal, self.plan, self.echo)
+        if components.get(self.plan.component).copies_files and not Path(self.plan.target_dir).is_dir():
+            raise MoveHalted(f"the target {self.plan.target_dir} vanished after the copy was verified (a tier that "
+                             "did not come back?); nothing was switched: bring it back and run `innotier move resume "
+                             f"--id {self.plan.move_id}`, or go back with `innotier move rollback --id "
+                             f"{self.plan.move_id}`")
+        self._ensure_target()  # a tmpdir move copies nothing: its directory is simply made again
         if self.plan.placement_after is not None:
             write_atomic(self.plan.placement_file, self.plan.placement_after, mode=0o644)
         elif Path(self.plan.placement_file).exists():   # a move back home: the drop-in held only its placements
@@ -85,11 +91,17 @@ class OfflineSteps:
             sb.save()
             sb.write_cnf()
         apparmor.apply(self.plan.apparmor_change())
-        return {"placement_file": self.plan.placement_file}
+        unit_sandbox.apply(self.plan.unit_change())
+        return {"placement_file": self.plan.placement_file, "unit_dropin": self.plan.unit_change().dropin_path}
 
     def _entries(self):
         names = components.top_names(self.plan.component, model_stub(self.plan), self.plan.source_dir)
         return walk(self.plan.source_dir, names)
+
+    def _moved_in_target(self) -> list[str]:
+        """What the target holds under the moved names (all of it the move's: preflight): a pass removes what of
+        it the source no longer has, such as an interrupted run's copy of a table dropped since."""
+        return [rel for rel, _ in file_lists.moved_entries(self.plan, self.plan.target_dir)]
 
     def _ensure_target(self) -> None:
         """Create the target with the server's owner and mode; a directory that existed before the plan is not
@@ -101,8 +113,8 @@ class OfflineSteps:
             t.mkdir(mode=0o700)
             fsync_dir(t.parent)
         o = self.plan.owner
-        os.chown(t, o["uid"], o["gid"])
-        os.chmod(t, o["mode"])
+        with Tree(t, follow_root=False) as made:  # the directory made above, not a link put in its place
+            made.set_owner_and_mode(o["uid"], o["gid"], o["mode"])
 
     def _mid(self, state: str) -> Callable[[str], None]:
         fired = {"done": False}

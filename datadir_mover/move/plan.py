@@ -20,10 +20,11 @@ from tuner.core.errors import MoveError
 from tuner.core.server import ConnectionSpec, ServerModel, fetch_status, inspect
 from tuner.core.units import human_size
 
-from datadir_mover import apparmor, selinux
+from datadir_mover import apparmor, selinux, unit_sandbox
 from datadir_mover.move import components, homecoming, placement, preflight, sample
 from datadir_mover.move import verify as verify_mod
-from datadir_mover.move.control import SandboxControl, SystemdControl, by_hand, control_for, server_user
+from datadir_mover.move.control import (SandboxControl, SystemdControl, by_hand, control_for, server_binary,
+                                       server_pid, server_user)
 from datadir_mover.move.copy import (REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes,
                                      walk)
 from datadir_mover.move.copy.blocks import data_extents  # the copy's own reading of the data regions
@@ -50,6 +51,8 @@ class MoveRequest:
     slow_shutdown: bool = False
     page_size: str | None = None  # a page-size change asked through a move: refused with the reason
     service: str | None = None  # systemd unit of a system server
+    systemd_changes: bool = True  # False (--no-systemd-changes): a move that needs a unit drop-in is refused
+    units_root: str = unit_sandbox.UNITS_ROOT
     apparmor_root: str = "/etc/apparmor.d"
     sys_root: str = "/sys"
     etc_root: str = "/"
@@ -107,6 +110,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     verify: str = verify_mod.DEFAULT_VERIFY
+    unit_sandbox: dict[str, Any] = field(default_factory=dict)  # unit_sandbox.UnitChange (absent in older plans)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,6 +139,9 @@ class Plan:
 
     def apparmor_change(self) -> apparmor.AppArmorChange:
         return apparmor.AppArmorChange.from_dict(self.apparmor)
+
+    def unit_change(self) -> unit_sandbox.UnitChange:
+        return unit_sandbox.UnitChange.from_dict(self.unit_sandbox)
 
 
 def new_move_id(component: str, server_key: str) -> str:
@@ -274,8 +281,13 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
         after = placement.with_option(before, comp.variable, target, also)
     mode, why_mode = components.shutdown_mode(comp.name, model, request.slow_shutdown)
     aa = apparmor.plan_change([target], model.flavor.value, move_id, request.apparmor_root, request.sys_root,
-                              retire=home.move_id if home and home.apparmor_applied else None)
+                              retire=home.move_id if home and home.apparmor_applied else None,
+                              binary=server_binary(server_pid(model.pid_file)) if model.managed == "system" else None)
     apparmor.validate(aa, request.apparmor_root)
+    unit = unit_sandbox.plan_change(unit_sandbox.read(control.unit, control.systemctl_argv)
+                                    if isinstance(control, SystemdControl) else None,
+                                    target, move_id, request.systemd_changes, request.units_root,
+                                    retire=home.move_id if home else None)
     se = selinux.commands(comp.name, target, tier.fstype) if selinux.enforcing() is not None else [
         "# SELinux is not enabled on this host; on an enforcing host run:"] + selinux.commands(comp.name, target, tier.fstype)
 
@@ -310,7 +322,7 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
         apparmor=aa.to_dict(), selinux=se, shutdown_mode=mode, shutdown_reason=why_mode,
         precopy=request.precopy and comp.copies_files, no_shutdown=request.no_shutdown,
         was_running=(state == "running"), allow_same_fs=request.allow_same_fs, estimates=estimates,
-        request=asdict(request), notes=notes, verify=request.verify)
+        request=asdict(request), notes=notes, verify=request.verify, unit_sandbox=unit.to_dict())
     plan.steps = steps_of(plan)
     return plan
 
@@ -461,7 +473,7 @@ def steps_of(plan: Plan) -> list[Step]:
     how = "atomic (write, fsync, rename, fsync dir)" if plan.placement_after is not None else "unlink, fsync dir"
     steps.append(Step("SWITCH", write,
                       f"{how}{rec}; owner {plan.owner['user']} "
-                      f"mode {plan.owner['mode']:04o} on {plan.target_dir}; {aa_line}", True))
+                      f"mode {plan.owner['mode']:04o} on {plan.target_dir}; {aa_line}{_unit_line(plan)}", True))
     steps.append(Step("START", "start the server", c["start_hint"]))
     after = {"files": ("server up and reports the new path", "no table reads; writes allowed from the start"),
              "sample": ("server up, reports the new path, every table's sample equal",
@@ -473,6 +485,14 @@ def steps_of(plan: Plan) -> list[Step]:
     steps.append(Step("COMMIT", "record success",
                       f"the source stays until `innotier move finalize --id {plan.move_id}`"))
     return steps
+
+
+def _unit_line(plan: Plan) -> str:
+    u = plan.unit_change()
+    if u.action != "dropin":
+        return ""
+    parts = ([f"write {u.dropin_path}"] if u.dropin_path else []) + ([f"remove {u.retired_path}"] if u.retires else [])
+    return f"; systemd: {' and '.join(parts)}, systemctl daemon-reload"
 
 
 def render(plan: Plan) -> str:
@@ -521,6 +541,11 @@ def render(plan: Plan) -> str:
     aa = plan.apparmor
     out.append(f"  AppArmor: {aa['reason']}")
     out += [f"      {ln}" for ln in aa["rules"].rstrip("\n").splitlines()]
+    u = plan.unit_change()
+    if u.unit:
+        out.append(f"  systemd unit {u.unit}: {u.reason}")
+        if u.dropin_path:
+            out += [f"      {ln}" for ln in u.dropin_text().rstrip("\n").splitlines()]
     out.append("  SELinux:")
     out += [f"      {ln}" for ln in plan.selinux]
     for n in plan.notes:

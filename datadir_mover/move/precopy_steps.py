@@ -11,6 +11,7 @@ from tuner.core.units import human_size
 
 from datadir_mover.move import preflush
 from datadir_mover.move.copy import Manifest, copy_tree
+from datadir_mover.move.journal import crash_point
 from datadir_mover.move.plan import TYPICAL_START_S
 from datadir_mover.move.stepdata import PrecopyData
 
@@ -64,6 +65,7 @@ class PrecopySteps:
                 regime = len(passes)
             manifest, st = self._precopy_pass(n, manifest, page_size)
             passes.append(st)
+            crash_point("PRECOPY:pass")  # every file is in the target, no pass is journaled yet
         self._precopy = manifest
         self._save_precopy(manifest)
         if "preflush" in flushed:  # the passes are over: the server gets its own flush settings back at once
@@ -90,7 +92,8 @@ class PrecopySteps:
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=manifest,
                                  progress=self.progress(what, total),
                                  after_file=self._mid("PRECOPY") if n == 1 else None, verify=True,
-                                 lsn_floor=floor, log_floor=log_floor, log_now=log_now, page_size=page_size)
+                                 lsn_floor=floor, log_floor=log_floor, log_now=log_now, page_size=page_size,
+                                 owned=self._moved_in_target())
         self.echo(f"pre-copy pass {n}: {st.files_copied} files changed, {human_size(st.bytes_copied)} written "
                   f"in {st.seconds:.1f} s")
         return manifest, {"pass": n, "began_at": began, "seconds": round(st.seconds, 3),

@@ -9,12 +9,20 @@ the result, not the reasoning:
   the target back (kept in memory from the passes), or read from the target anew where a
   restarted mover has none;
 - the stopped source is frozen until finalize (the server runs on the target), so after the
-  start it is hashed whole at a bounded rate (``RATE``) and compared block by block, and its
-  file list with the copy's.  A difference names the file and its byte ranges.
+  start it is hashed whole at a bounded rate (``RATE``) and compared block by block; the file
+  lists are compared both ways, the source's now and the target's as saved at the switch
+  (``file_lists``).  A difference names the file and its byte ranges.
 
 The path without ``--precopy`` needs no second read: its copy hashed every byte as it read it
 from the stopped source and VERIFY read every byte back from the target and compared, so its
 proof is recorded as passed from that evidence (``how`` says so).
+
+A proof that cannot read the source (its directory missing or empty, as a RAM tier's after a
+reboot or a mount that did not come up; a file gone; an I/O error) is *blocked*, not failed: it
+says why, keeps what it compared, and runs again (`move status`, `move verify`, `move
+finalize`) once the source is back.  Only a difference in content, size or file list fails it;
+a pending or blocked proof is never a passed one.  A source that moved on after VERIFY
+(``good_copy``: a server ran on it) invalidates even the offline path's recorded proof.
 
 Who runs it: a detached process (``python -m datadir_mover.move.proof DIR``) started right
 after START, so it survives the CLI that made the move (an operator's terminal closing, a
@@ -36,11 +44,10 @@ from typing import Callable
 
 from tuner.core.errors import MoveError
 
-from datadir_mover.move import components
-from datadir_mover.move.copy import BLOCK, Manifest, file_blocks, walk
+from datadir_mover.move import file_lists, source_fingerprint
+from datadir_mover.move.copy import BLOCK, Manifest, file_blocks
 from datadir_mover.move.journal import CRASH_ENV, Journal
 from datadir_mover.move.plan import Plan
-from datadir_mover.move.stepbase import model_stub
 
 PROOF_FILE = "proof.json"
 TARGET_BLOCKS = "target-blocks.json"
@@ -64,7 +71,7 @@ class Mismatch:
 
 @dataclass
 class Proof:
-    status: str = "pending"  # pending, passed, failed
+    status: str = "pending"  # pending, blocked (the source cannot be read: ``last_error`` says why), passed, failed
     how: str = "hashing the stopped source"
     bytes_total: int = 0
     bytes_done: int = 0
@@ -90,6 +97,9 @@ class Proof:
             return f"passed ({self.how})"
         if self.status == "failed":
             return "failed: " + "; ".join(m.text() for m in self.mismatches[:5])
+        if self.status == "blocked":
+            return (f"blocked: the source cannot be read ({self.last_error}); it runs again when the source is back "
+                    f"({100 * self.bytes_done // max(self.bytes_total, 1)}% compared so far)")
         pct = 100 * self.bytes_done // max(self.bytes_total, 1)
         stopped = f"; stopped on: {self.last_error}" if self.last_error else ""
         return f"pending ({pct}% of {self.bytes_total} bytes hashed{stopped})"
@@ -99,25 +109,57 @@ class Proof:
 # At the switch (server stopped)
 
 
+def _as_read_back(target: Path, rec) -> bool:
+    """The target file is still the one read back (its stat did not move since): its digests in memory hold."""
+    try:
+        st = os.lstat(target / rec.rel)
+    except FileNotFoundError:
+        return False
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) == (rec.size, rec.target_mtime_ns,
+                                                                        rec.target_ctime_ns, rec.target_ino)
+
+
 def record_at_switch(journal: Journal, plan: Plan, manifest: Manifest) -> Proof:
-    """Save the target's block digests as they are now, and the proof's starting point."""
-    if not plan.precopy:
-        proof = Proof("passed", EVIDENCE, manifest.bytes, manifest.bytes, finished_at=time.time())
+    """Save the target's block digests as they are now, and the proof's starting point (under ``proof.lock``: a
+    prover of an earlier run of this step may still be at work)."""
+    fd = _lock(journal, wait=True)
+    try:
+        extras = [Mismatch(rel, [], why) for rel, why in file_lists.record(journal, plan, manifest)]
+        if not plan.precopy:
+            proof = Proof("failed" if extras else "passed", EVIDENCE, manifest.bytes, manifest.bytes,
+                          mismatches=extras, finished_at=time.time())
+            proof.save(journal)
+            return proof
+        target = Path(manifest.target)
+        blocks = {}
+        for rec in manifest.records.values():
+            if rec.kind != "file":
+                continue
+            known = manifest.blocks.get(rec.rel)
+            if known is None or len(known) != -(-rec.size // BLOCK) * 16 or not _as_read_back(target, rec):
+                known = file_blocks(str(target / rec.rel), drop_cache=True)  # a restarted mover: read the target
+            blocks[rec.rel] = known.hex()
+        journal.save_json(TARGET_BLOCKS, blocks)
+        proof = Proof(bytes_total=manifest.bytes)
         proof.save(journal)
         return proof
-    target = Path(manifest.target)
-    blocks = {}
-    for rec in manifest.records.values():
-        if rec.kind != "file":
-            continue
-        known = manifest.blocks.get(rec.rel)
-        if known is None or len(known) != -(-rec.size // BLOCK) * 16:
-            known = file_blocks(str(target / rec.rel), drop_cache=True)  # a restarted mover: read the target
-        blocks[rec.rel] = known.hex()
-    journal.save_json(TARGET_BLOCKS, blocks)
-    proof = Proof(bytes_total=manifest.bytes)
-    proof.save(journal)
-    return proof
+    finally:
+        os.close(fd)
+
+
+def invalidate(journal: Journal, why: str) -> None:
+    """The source moved on after VERIFY: whatever the proof says, the target is not the source any more."""
+    fd = _lock(journal, wait=True)
+    try:
+        proof = Proof.load(journal)
+        if proof is None or proof.status == "failed":
+            return
+        proof.status = "failed"
+        proof.mismatches.append(Mismatch("(the source)", [], f"the source moved on after VERIFY: {why}"))
+        proof.finished_at = time.time()
+        proof.save(journal)
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------------------
@@ -136,11 +178,15 @@ def _differing_ranges(want: bytes, got: bytes, base: int, size: int) -> list[lis
     return out
 
 
+class SourceUnreadable(Exception):
+    """The source cannot be read: the proof is blocked, not failed."""
+
+
 def _compare_file(path: Path, want: bytes, size: int, pace: Callable[[int], None]) -> Mismatch | None:
     try:
         now = os.stat(path).st_size
     except FileNotFoundError:
-        return Mismatch(path.name, [], "missing from the source")
+        raise SourceUnreadable(f"{path} is missing") from None
     ranges: list[list[int]] = []
     for a in range(0, size, CHUNK):
         b = min(a + CHUNK, size)
@@ -150,14 +196,6 @@ def _compare_file(path: Path, want: bytes, size: int, pace: Callable[[int], None
     if now != size:
         return Mismatch("", ranges, f"the source is {now} bytes, the target {size}")
     return Mismatch("", ranges) if ranges else None
-
-
-def _file_list_differences(plan: Plan, manifest: Manifest) -> list[Mismatch]:
-    names = components.top_names(plan.component, model_stub(plan), plan.source_dir)
-    now = {rel for rel, _ in walk(plan.source_dir, names)}
-    copied = set(manifest.records)
-    return ([Mismatch(rel, [], "in the source but not in the target") for rel in sorted(now - copied)] +
-            [Mismatch(rel, [], "in the target but gone from the source") for rel in sorted(copied - now)])
 
 
 class _Pacer:
@@ -179,6 +217,9 @@ def _hash_source(journal: Journal, plan: Plan, proof: Proof, rate: int) -> Proof
     manifest = Manifest.from_dict(journal.load_json("copy-manifest.json"))
     blocks = journal.load_json(TARGET_BLOCKS) or {}
     proof.began_at = proof.began_at or time.time()
+    why = source_fingerprint.gone_why(plan)
+    if why:
+        raise SourceUnreadable(why)
     pace = _Pacer(rate, lambda n: None)
     for rec in sorted((r for r in manifest.records.values() if r.kind == "file"), key=lambda r: r.rel):
         if rec.rel in proof.done:
@@ -193,7 +234,7 @@ def _hash_source(journal: Journal, plan: Plan, proof: Proof, rate: int) -> Proof
         proof.done.append(rec.rel)
         proof.bytes_done += rec.size
         proof.save(journal)
-    proof.mismatches += _file_list_differences(plan, manifest)
+    proof.mismatches += [Mismatch(rel, [], why) for rel, why in file_lists.differences(journal, plan, manifest)]
     proof.status = "failed" if proof.mismatches else "passed"
     proof.last_error = ""
     proof.finished_at = time.time()
@@ -212,8 +253,11 @@ def _lock(journal: Journal, wait: bool) -> int | None:
 
 
 def pending(journal: Journal) -> bool:
+    """The proof has still to run (pending, or blocked on a source that is back)."""
     proof = Proof.load(journal)
-    return proof is not None and proof.status == "pending"
+    if proof is None or proof.status not in ("pending", "blocked"):
+        return False
+    return proof.status == "pending" or source_fingerprint.gone_why(Plan.from_dict(journal.plan())) is None
 
 
 def prover_alive(journal: Journal) -> bool:
@@ -231,16 +275,17 @@ def run(journal: Journal, rate: int = 0, wait: bool = True) -> Proof | None:
         return None
     try:
         proof = Proof.load(journal)
-        if proof is None or proof.status != "pending":
+        if proof is None or proof.status not in ("pending", "blocked"):
             return proof
         plan = Plan.from_dict(journal.plan())
         try:
             return _hash_source(journal, plan, proof, rate)
-        except OSError as exc:  # a device error: keep the progress, say what stopped it; the next run carries on
-            proof.last_error = str(exc)
+        except (SourceUnreadable, OSError) as exc:  # keep the progress, say why; the next run carries on
+            proof.status = "blocked"
+            proof.last_error = (f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) and exc.filename
+                                else str(exc))
             proof.save(journal)
-            raise MoveError(f"the proof of move {plan.move_id} stopped: {exc}; fix that and run "
-                            f"`innotier move verify --id {plan.move_id}`") from None
+            return proof
     finally:
         os.close(fd)
 

@@ -11,8 +11,8 @@ from tuner.core.durable import fsync_dir, write_atomic
 from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
-from datadir_mover import apparmor
-from datadir_mover.move import components, since_start, verify
+from datadir_mover import apparmor, unit_sandbox
+from datadir_mover.move import components, good_copy, since_start, verify
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.stepbase import model_stub
 from datadir_mover.move.benign import Evidence
@@ -58,13 +58,19 @@ class RollbackSteps:
             raise MoveError(f"{self.control.describe()} has accepted connections on {self.plan.target_dir}: rolling "
                             f"back discards {cost}; if that is what you want, run `innotier move rollback --id "
                             f"{self.plan.move_id} --discard-writes-since-start`")
-        self.journal.lock()
+        self.server_lock.acquire(self.plan.move_id)
         try:
-            return self._rollback(reason)
+            self.journal.lock()
+            try:
+                return self._rollback(reason)
+            finally:
+                self.journal.unlock()
         finally:
-            self.journal.unlock()
+            self.server_lock.release()
 
     def _rollback(self, reason: str) -> dict[str, Any]:
+        if not self.journal.began("ROLLBACK"):  # an interrupted rollback already removed what it removes
+            good_copy.for_rollback(self.journal, self.plan)
         self.journal.begin("ROLLBACK", reason=reason)
         switched = self.journal.began("SWITCH")
         # the "before" checksums still describe the old files only if the server stopped while the read lock
@@ -77,6 +83,7 @@ class RollbackSteps:
                 self.control.stop("clean")
             self._restore_before()
             apparmor.remove(self.plan.apparmor_change())
+            unit_sandbox.remove(self.plan.unit_change())
         removed = self._remove_target()
         started = False
         if self.plan.was_running and self.control.state() != SandboxState.RUNNING:

@@ -28,7 +28,7 @@ from typing import Any
 from tuner.core.errors import MoveError
 from tuner.core.server import ConnectionSpec, inspect
 
-from datadir_mover.move import benign, sample
+from datadir_mover.move import benign, sample, tables_written
 from datadir_mover.move.benign import FileProof
 from datadir_mover.move.checks import run_schema_checks
 from datadir_mover.move.components import source_dir
@@ -164,10 +164,11 @@ def _check_sample(spec: ConnectionSpec, result: ServerCheck, before: dict[str, A
     try:
         after = sample.take(conn, budget_s=float("inf"))
         result.row_writes_since_start = sample.row_writes(conn)
+        written = tables_written.since_start(conn) if result.row_writes_since_start else set()
     finally:
         conn.close()
     result.tables = len(after.digests)
-    result.take(benign.judge(before or {}, after.digests, evidence, result.row_writes_since_start))
+    result.take(benign.judge(before or {}, after.digests, evidence, written))
 
 
 def require_ok(result: ServerCheck, component: str, expected_dir: str) -> None:

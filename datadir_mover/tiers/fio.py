@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from datadir_mover.tiers.model import Tier
 from datadir_mover.tiers.raid import measured_vs_expected
+from tuner.core import io_throttle
 from tuner.core.durable import write_json_atomic
 from tuner.core.errors import TierError, ToolMissing, UsageError
 from tuner.core.units import format_size, human_size
@@ -174,7 +175,8 @@ def run_fio(spec: BenchSpec, on_tick: Callable[[float], None] | None = None) -> 
         path = Path(workdir, "jobs.fio")
         path.write_text(job_file(spec, workdir))
         proc = subprocess.Popen(["fio", "--output-format=json", str(path)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                                preexec_fn=io_throttle.joiner())  # a throttled tier is slow for fio too
         started = time.monotonic()
         while True:
             try:

@@ -27,6 +27,7 @@ KINDS = (
     "hdd",
     "virtio",        # paravirtual disk (vdX): what the hypervisor puts behind it is unknown
     "loop",
+    "throttled",     # a loop device slowed on purpose by the block-I/O cgroup (datadir_mover/tiers/throttled.py)
     "dm",            # device-mapper (LVM, dm-crypt, dm-stripe)
     "other",         # anything else (network and overlay file systems, unknown devices)
 )

@@ -4,7 +4,7 @@ device describes it, so the block provider, which claims everything, comes last.
 from __future__ import annotations
 
 from tuner.core.probe import MountEntry
-from datadir_mover.tiers import block, pmem, raid, ramdisk, zram
+from datadir_mover.tiers import block, pmem, raid, ramdisk, throttled, zram
 from datadir_mover.tiers.base import TierProvider
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.model import Tier
@@ -14,6 +14,7 @@ PROVIDERS: tuple[TierProvider, ...] = (
     ramdisk.PROVIDER,   # tmpfs, ramfs
     pmem.PROVIDER,      # pmem, dcpmm-fsdax, dcpmm-devdax
     raid.PROVIDER,      # md-raid
+    throttled.PROVIDER, # a loop device with block-I/O cgroup limits
     block.PROVIDER,     # nvme, ssd, hdd, virtio, loop, dm, brd, other (fallback)
 )
 

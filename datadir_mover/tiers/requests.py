@@ -7,7 +7,9 @@ them directly.  Sizes are bytes.  The providers validate them with domain words
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from tuner.core.io_throttle import Limits
 
 
 @dataclass(frozen=True)
@@ -52,4 +54,14 @@ class RaidCreate:
     options: tuple[str, ...] = ()
 
 
-CreateRequest = ZramCreate | RamdiskCreate | PmemCreate | RaidCreate
+@dataclass(frozen=True)
+class ThrottledCreate:
+    size_bytes: int
+    mount: str
+    backing: str                     # new file holding the loop device's blocks (on a real disk)
+    limits: Limits = field(default_factory=Limits)
+    fs: str = "ext4"
+    options: tuple[str, ...] = ()
+
+
+CreateRequest = ZramCreate | RamdiskCreate | PmemCreate | RaidCreate | ThrottledCreate

@@ -60,3 +60,41 @@ def test_precopy_passes_stop_when_the_delta_stops_shrinking():
     assert not _converged(p(30.0, 6.0))  # shrinking fast: another pass pays
     assert _converged(p(30.0, 6.0, 5.5))  # not 0.8x of the one before: the write rate holds the delta
     assert _converged(p(*[40.0 / 2 ** i for i in range(PRECOPY_MAX_PASSES)]))  # enough passes
+
+
+@pytest.mark.parametrize("state", ["PLAN", "PRECOPY", "SHUTDOWN", "COPY", "VERIFY", "SWITCH", "START",
+                                   "VERIFY_SERVER", "COMMIT"])
+def test_a_torn_line_hides_no_later_record(tmp_path, state, capsys):
+    """A crash tore a record at ``state``; an older appender wrote the next record on the torn line's end, a newer
+    one starts a new line: resume and rollback must still see every whole record after it."""
+    from datadir_mover.move.journal import STATES
+
+    j = Journal.create(tmp_path / "m", {"move_id": "m"})
+    for s in STATES[:STATES.index(state)]:
+        j.begin(s)
+        j.finish(s)
+    j.begin(state)
+    with open(j.path, "a") as fh:  # the "done" record torn by a crash, then an old-style append glued to it
+        fh.write('{"at": 1.0, "event": "do')
+    j._append(state, "done", {})  # a new-style append: the torn tail is cut first (with a warning)
+    assert "torn by a crash" in capsys.readouterr().err
+    assert j.torn_lines() == 0 and j.done(state)
+    j.begin("ROLLBACK" if state != "COMMIT" else "FINALIZE")
+    with open(j.path, "a") as fh:
+        fh.write('{"at": 2.0, "event": "done", "st')
+    with open(j.path, "ab") as fh:  # what durable.append_line_durable of an older innotier did: no newline first
+        fh.write(b'{"at": 3.0, "event": "begin", "state": "SWITCH"}\n')
+    assert j.torn_lines() == 1
+    recs = j.records()
+    assert (recs[-1].state, recs[-1].event, recs[-1].at) == ("SWITCH", "begin", 3.0)
+    assert j.began("SWITCH") and j.done(state)  # rollback restores the placement; resume does not loop
+    assert j.began("ROLLBACK" if state != "COMMIT" else "FINALIZE")
+
+
+def test_durable_append_after_a_torn_line_starts_a_new_line(tmp_path):
+    from tuner.core.durable import append_line_durable
+
+    p = tmp_path / "log"
+    p.write_text('{"a": 1}\n{"b": ')
+    append_line_durable(p, '{"c": 3}')
+    assert p.read_text().splitlines() == ['{"a": 1}', '{"b": ', '{"c": 3}']

@@ -40,28 +40,29 @@ def test_a_difference_no_waiting_commit_touched_is_damage():
 
 def test_missing_or_unreadable_tables_are_never_accepted():
     ev = Evidence(_at_stop((3, ["a.t", "a.u", "a.v"])), FileProof.READ_BACK)
-    v = benign.judge(BEFORE, {"a.t": None, "a.u": 2}, ev, row_writes=100)
+    v = benign.judge(BEFORE, {"a.t": None, "a.u": 2}, ev, written={"a.t", "a.u", "a.v"})
     assert v.problems == ["a.t could not be read (checksum NULL, 1 before)", "a.v is missing"] and not v.at_stop
 
 
-def test_tables_a_commit_locked_but_the_server_did_not_name_are_accepted_by_count_only():
+def test_tables_a_commit_locked_but_the_server_did_not_name_excuse_nothing():
     ev = Evidence(_at_stop((2, ["a.t"])), FileProof.READ_BACK)  # two tables locked, one named
     v = benign.judge(BEFORE, {"a.t": 0, "a.u": 0, "a.v": 0}, ev)
-    assert v.at_stop == ["a.t", "a.u"] and [p.split(":")[0] for p in v.problems] == ["a.v"]
+    assert v.at_stop == ["a.t"] and [p.split(":")[0] for p in v.problems] == ["a.u", "a.v"]
 
 
-def test_row_writes_since_the_start_excuse_one_table_each_and_reads_none():
+def test_only_writes_to_the_table_itself_excuse_it():
     ev = Evidence(atstop.AtStop(), FileProof.READ_BACK)
-    assert benign.judge(BEFORE, {"a.t": 0, "a.u": 0, "a.v": 3}, ev, row_writes=1).since_start == ["a.t"]
-    assert len(benign.judge(BEFORE, {"a.t": 0, "a.u": 0, "a.v": 3}, ev, row_writes=1).problems) == 1
-    assert len(benign.judge(BEFORE, {"a.t": 0, "a.u": 2, "a.v": 3}, ev, row_writes=0).problems) == 1
+    assert benign.judge(BEFORE, {"a.t": 0, "a.u": 2, "a.v": 3}, ev, written={"a.t"}).since_start == ["a.t"]
+    heartbeat = benign.judge(BEFORE, {"a.t": 0, "a.u": 2, "a.v": 3}, ev, written={"hb.beat", "a.u"})
+    assert heartbeat.since_start == [] and [p.split(":")[0] for p in heartbeat.problems] == ["a.t"]
+    assert len(benign.judge(BEFORE, {"a.t": 0, "a.u": 2, "a.v": 3}, ev).problems) == 1
 
 
 def test_without_a_file_proof_nothing_is_accepted_and_a_pending_proof_is_said():
     after = {"a.t": 0, "a.u": 2, "a.v": 3}
-    assert len(benign.judge(BEFORE, after, Evidence(_at_stop((1, ["a.t"])), FileProof.NONE), 5).problems) == 1
+    assert len(benign.judge(BEFORE, after, Evidence(_at_stop((1, ["a.t"])), FileProof.NONE), {"a.t"}).problems) == 1
     pending = benign.judge(BEFORE, after, Evidence(_at_stop((1, ["a.t"])), FileProof.PENDING))
-    assert pending.at_stop == ["a.t"] and pending.pending_proof
+    assert pending.at_stop == [] and len(pending.problems) == 1 and pending.pending_proof  # pending is no proof
     unknown = Evidence(atstop.AtStop(known=False), FileProof.READ_BACK)
     assert len(benign.judge(BEFORE, after, unknown).problems) == 1
 
@@ -75,6 +76,7 @@ def test_the_journal_keeps_what_waited_and_an_old_or_failed_record_counts_as_unk
     assert Evidence.of_move(record, precopy=False).file_proof == FileProof.READ_BACK
     assert Evidence.of_move(record, precopy=True).file_proof == FileProof.PENDING
     assert Evidence.of_move(record, precopy=True, proof="passed").file_proof == FileProof.PASSED
+    assert Evidence.of_move(record, precopy=True, proof="blocked").file_proof == FileProof.NONE
 
 
 # ---------------------------------------------------------------------------- real servers
@@ -184,15 +186,24 @@ def _datadir_move(sb, target: str, on_state, verify_mode: str = "sample"):
 
     plan = planmod.build(planmod.MoveRequest("datadir", target, probe=False, verify=verify_mode), sb.connection_spec())
     ex = Executor.create(plan)
-    ex.on_state = on_state
+    if on_state is not None:
+        ex.on_state = on_state
     return ex, plan
 
 
-def _damage_before_start(plan):
-    def on_state(state: str) -> None:
-        if state == "START":  # the copy was read back and proven; the server has not started yet
-            damage_row(os.path.join(plan.target_dir, "mvs", "d.ibd"), int(plan.server["page_size"]))
-    return on_state
+def _damage_before_start(plan, monkeypatch) -> None:
+    """Damage the target after START checked it against the read-back (``target_check``, which would catch it:
+    tests/move/test_good_copy.py) and before the server starts: what the check after the start must find."""
+    from datadir_mover.move import target_check
+
+    checked = target_check.require_as_verified
+
+    def then_damage(*args, **kwargs):
+        out = checked(*args, **kwargs)
+        damage_row(os.path.join(plan.target_dir, "mvs", "d.ibd"), int(plan.server["page_size"]))
+        return out
+
+    monkeypatch.setattr(target_check, "require_as_verified", then_damage)
 
 
 @pytest.mark.root
@@ -215,10 +226,10 @@ def test_damage_on_the_target_halts_the_move_while_a_commit_waits_at_the_stop(ve
 
     monkeypatch.setattr(server_steps, "crash_point", at_point)
     ex, plan = _datadir_move(sb, os.path.join(mv_tiers["tmpfs"], f"dmg-{verify_mode}"), None, verify_mode)
-    ex.on_state = _damage_before_start(plan)
+    _damage_before_start(plan, monkeypatch)
     with pytest.raises(MoveHalted) as halted:
         ex.run()
-    assert "mvs.d" in str(halted.value) and "no commit waiting at the stop held it" in str(halted.value)
+    assert "mvs.d" in str(halted.value) and "no commit waiting at the stop named it" in str(halted.value)
     shutdown = ex.journal.data("SHUTDOWN")
     assert shutdown["commits_waiting_at_stop"] == 1, shutdown
     assert shutdown["waiting_commits"][0]["tables"] == ["mvs.t"], shutdown
@@ -251,17 +262,16 @@ class _PreparedReader(threading.Thread):
 
 
 @pytest.mark.root
-def test_prepared_reads_during_a_sample_move_do_not_excuse_damage(clone, mv_tiers):
+def test_prepared_reads_during_a_sample_move_do_not_excuse_damage(clone, mv_tiers, monkeypatch):
     sb = clone("mv-dmg-reads")
     spec = sb.connection_spec()
     _schema(spec)
     reader = _PreparedReader(spec)
     reader.start()
     ex, plan = _datadir_move(sb, os.path.join(mv_tiers["tmpfs"], "dmg-reads"), None)
-    damage = _damage_before_start(plan)
+    _damage_before_start(plan, monkeypatch)
 
     def on_state(state: str) -> None:
-        damage(state)
         if state == "VERIFY_SERVER":  # the started server has served prepared reads before the check
             n = reader.reads
             wait_for(lambda: reader.reads >= n + 20, 30, "prepared reads on the started server")

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from datadir_mover.move.fingerprint import redo_checkpoint
+from datadir_mover.move.source_fingerprint import redo_checkpoint
 
 
 def _query(spec, sql: str):

@@ -109,7 +109,7 @@ def test_kill_mover_then_recover_on_mysql(point, action, box, cli):
 def test_resume_after_verify_refuses_when_mysql_ran_on_the_source(box, cli):
     """Mover killed after VERIFY, MySQL started on the source and written to: `resume` refuses because the
     checkpoint LSN in #innodb_redo moved (read from the #ib_redoN headers, not their stat); no write is lost."""
-    from datadir_mover.move.fingerprint import redo_checkpoint
+    from datadir_mover.move.source_fingerprint import redo_checkpoint
 
     sb, spec = box["sb"], box["spec"]
     here = inspect(spec).innodb_log_group_home_dir

@@ -2,7 +2,8 @@
 
 A commit waiting on it ("Waiting for commit lock") is counted with the tables it locked (named by
 performance_schema.data_locks); a write that waits for the global read lock before it has begun is
-not; prepared reads leave the row counters (Innodb_rows_*) at zero while Com_stmt_execute counts them.
+not; prepared reads leave the row counters (Innodb_rows_*) at zero while Com_stmt_execute counts them;
+the tables written since the start are named (``tables_written``), those written before it are not.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import threading
 import pytest
 
 import mvhelpers
-from datadir_mover.move import atstop, sample, verify
+from datadir_mover.move import atstop, sample, tables_written, verify
 from waiting import wait_for
 
 
@@ -54,8 +55,11 @@ def test_commits_waiting_on_flush_tables_with_read_lock_and_row_writes(server_sa
         assert sample.row_writes(conn) == 0
         status = dict(_sql(spec, "SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'"))
         assert int(status["Com_stmt_execute"]) >= 20, status
+        assert tables_written.since_start(conn) == set()  # both tables were written before the restart only
         conn.cursor().execute("INSERT INTO mvs.u VALUES (2)")
+        conn.commit()
         assert sample.row_writes(conn) == 1
+        assert tables_written.since_start(conn) == {"mvs.u"}  # the per-table evidence benign.py accepts
     finally:
         conn.close()
         _sql(spec, "DROP DATABASE mvs")

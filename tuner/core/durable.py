@@ -60,12 +60,15 @@ def write_json_atomic(path: str | os.PathLike, obj: Any, mode: int = 0o644) -> P
 
 
 def append_line_durable(path: str | os.PathLike, line: str, mode: int = 0o600) -> None:
-    """Append one line (a journal record) and fsync it before returning."""
+    """Append one line (a journal record) and fsync it before returning; after a line a crash tore (no newline at
+    the end of the file) it starts a new line, so the record stays whole."""
     p = Path(path)
     new = not p.exists()
-    fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode)
     try:
-        os.write(fd, (line.rstrip("\n") + "\n").encode())
+        size = os.fstat(fd).st_size
+        torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+        os.write(fd, (("\n" if torn else "") + line.rstrip("\n") + "\n").encode())
         os.fsync(fd)
     finally:
         os.close(fd)

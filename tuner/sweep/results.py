@@ -13,6 +13,8 @@ Tables
             rendered option file, server version and variables, tier facts, golden copy, the final
             RunResult, the consistency-check report, pt-mysql-summary output.
   timeline  the per-interval points of each cell's measured phase.
+  io_profiles, tier_costs  created on first use by tuner.placement.store (JSON documents, outside the
+            numbered schema; docs/placement.md).
 
 Schema changes are numbered migrations (``MIGRATIONS``): a store at version N gets every migration
 above N applied in order, each in its own transaction with the new version number, so an older

@@ -7,6 +7,9 @@ are zeros, so a wrong ``SEEK_DATA`` answer can never turn data into zeros, offli
 this thread's buffer, hashed there and written from it, so the bytes hashed are the bytes
 written even while the server writes; one fsync per file.  A stopped source's pages that are
 not cached are read with ``O_DIRECT`` (``blocks.Source``): a cold datadir costs no page cache.
+
+The paths given name their directory through a checked descriptor (``safe_fs.Tree.path``): only the
+last component is resolved here, with ``O_NOFOLLOW``; owner, mode and times are set on the open file.
 """
 
 from __future__ import annotations
@@ -103,8 +106,7 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
         source = Source.open(src, sfd, st, stopped and old is None)
         # with direct reads, no read-ahead: a cached chunk's read must not bring in the uncached ones after it
         os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL if source.direct_fd is None else os.POSIX_FADV_RANDOM)
-        flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_CREAT | os.O_TRUNC if old is None else 0)
-        dfd = os.open(dst, flags, 0o600)
+        dfd = _open_target(dst, old is None)
         try:
             if old is not None:
                 old = old[: -(-st.st_size // BLOCK) * DIGEST]  # the file may have shrunk or grown
@@ -149,6 +151,24 @@ def _copy_delta(sfd: int, dfd: int, dst: str, st: os.stat_result, progress: Prog
         if tfd is not None:
             os.close(tfd)
     return parts, read_blocks(stale, st.st_size, len(old) // DIGEST)
+
+
+def _open_target(dst: str, new: bool) -> int:
+    """The target file opened for writing: a new copy replaces whatever had the name (never writes through a
+    link or into another name of a file: a hard link planted there stays as it was), an earlier copy is opened
+    only when it is a regular file with one name."""
+    if new:
+        try:
+            os.unlink(dst)
+        except FileNotFoundError:
+            pass
+        return os.open(dst, os.O_WRONLY | os.O_NOFOLLOW | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fd = os.open(dst, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise OSError(errno.EMLINK, "the earlier copy has another name too (a hard link): not written through", dst)
+    return fd
 
 
 def _keep_metadata_fd(fd: int, st: os.stat_result) -> None:

@@ -13,19 +13,24 @@ the server may write through a shared mapping (``redo.SERVER_MAPPED_NAME``: thos
 by content or LSN range on every pass).  Everything else is copied again, as a delta
 (``delta``) where the earlier copy's block digests are known.  docs/relocation.md lists what is
 trusted by stat and why.
+
+Both trees are reached through ``safe_fs.Tree``: the server's user can write into them while root
+copies, so no link is followed below either root, and a link where a directory should be is refused.
+A pass ends by removing from the target what the source no longer has (what the previous pass
+wrote, or what an interrupted run left: ``owned``), after every file that stays has its verified
+copy; a removal that fails is an error.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
 from array import array
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
-from tuner.core.durable import fsync_dir
 from tuner.core.errors import MoveError
 from tuner.core.probe import mount_of
 
@@ -35,6 +40,7 @@ from datadir_mover.move.copy.delta import SkipRule, floors_after, floors_of, ski
 from datadir_mover.move.copy.file import FileCopy, copy_file
 from datadir_mover.move.copy.manifest import CopyStats, FileRecord, Manifest
 from datadir_mover.move.copy.redo import trusted_by_stat
+from datadir_mover.move.copy.safe_fs import Tree, UnsafePath, remove_all
 
 RACY_MARGIN_NS = 2_000_000_000  # a file modified less than 2 s before the pre-copy read it is copied again
 
@@ -45,11 +51,14 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
               previous: Manifest | None = None, progress: Progress | None = None,
               after_file: Callable[[str], None] | None = None, verify: bool = True,
               workers: int = WORKERS, lsn_floor: int = 0, page_size: int = 0,
-              stable: bool = False, log_floor: int = 0, log_now: int = 0) -> tuple[Manifest, CopyStats]:
+              stable: bool = False, log_floor: int = 0, log_now: int = 0,
+              owned: Iterable[str] = ()) -> tuple[Manifest, CopyStats]:
     """Copy ``entries`` (from ``walk``) from ``source`` into ``target``; with ``verify`` read each copy back.
 
     ``target`` must exist.  With ``previous`` (the pre-copy's manifest) unchanged files
-    are kept and target files whose source entry is gone are removed.  With ``verify`` each
+    are kept.  Target entries named in ``previous`` or ``owned`` (what an interrupted earlier run
+    may have written: the target's listing of the moved names) whose source entry is gone are
+    removed once the copies are verified.  With ``verify`` each
     copy is read back from the target's medium once it is written and fsynced, while other
     files are still being copied; ``verify_tree`` (the mover's VERIFY step) then reads again
     only a copy changed since.  Without ``verify`` the caller runs ``verify_tree``.  ``workers``
@@ -62,56 +71,51 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
     uncached pages with ``O_DIRECT`` (``blocks.Source``).
     """
     t0 = time.monotonic()
-    src, dst = Path(source), Path(target)
-    manifest = Manifest(str(src), str(dst))
-    stats = CopyStats()
-    dirs: list[tuple[str, os.stat_result]] = []
-    todo: list[Todo] = []
-    earlier: dict[str, array] = {}  # rel -> per-block floors of the previous copy (changed files)
-    for rel, st in entries:
-        if stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode):
-            manifest.records[rel] = _place_entry(src, dst, rel, st)
-            if stat.S_ISDIR(st.st_mode):
-                dirs.append((rel, st))
-            continue
-        prev = previous.records.get(rel) if previous else None
-        if prev is not None and _unchanged_since(prev, st, dst):
-            _keep(manifest, previous, prev, stats, progress)
-            continue
-        old = previous.blocks.get(rel) if prev is not None and _target_intact(prev, dst) else None
-        floors = floors_of(previous, prev) if old is not None else None  # only for the same file (see skip_rule)
-        todo.append((rel, st, old, skip_rule(rel, st, prev, old, page_size, floors, stable, log_now)))
-        if floors is not None:
-            earlier[rel] = floors
-    for rec, fc in _copy_files(src, dst, todo, progress, after_file, verify, workers, stable):
-        rec.lsn_floor, rec.log_floor = lsn_floor, log_floor
-        manifest.records[rec.rel] = rec
-        manifest.blocks[rec.rel] = fc.blocks
-        manifest.floors[rec.rel] = floors_after(fc.st.st_size, fc.read_blocks, earlier.get(rec.rel), lsn_floor)
-        rec.lsn_floor = min(manifest.floors[rec.rel], default=lsn_floor)  # the file's floor: its oldest block's
-        stats.files_copied += 1
-        stats.bytes_copied += fc.bytes_written
-        stats.files_delta += int(fc.delta)
-    if previous is not None:
-        stats.files_removed = _remove_vanished(dst, previous, manifest)
-    _sync_dirs(dst, dirs)
-    stats.seconds = time.monotonic() - t0
-    return manifest, stats
+    owned = set(owned)
+    with Tree(source) as src, Tree(target) as dst:
+        manifest = Manifest(src.root, dst.root)
+        stats = CopyStats()
+        dirs: list[tuple[str, os.stat_result]] = []
+        todo: list[Todo] = []
+        earlier: dict[str, array] = {}  # rel -> per-block floors of the previous copy (changed files)
+        for rel, st in entries:
+            if stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                manifest.records[rel] = _place_entry(src, dst, rel, st)
+                if stat.S_ISDIR(st.st_mode):
+                    dirs.append((rel, st))
+                continue
+            prev = previous.records.get(rel) if previous else None
+            if prev is not None and _unchanged_since(prev, st, dst):
+                _keep(manifest, previous, prev, stats, progress)
+                continue
+            old = previous.blocks.get(rel) if prev is not None and _target_intact(prev, dst) else None
+            floors = floors_of(previous, prev) if old is not None else None  # only for the same file (see skip_rule)
+            todo.append((rel, st, old, skip_rule(rel, st, prev, old, page_size, floors, stable, log_now)))
+            if floors is not None:
+                earlier[rel] = floors
+        for rec, fc in _copy_files(src, dst, todo, progress, after_file, verify, workers, stable):
+            rec.lsn_floor, rec.log_floor = lsn_floor, log_floor
+            manifest.records[rec.rel] = rec
+            manifest.blocks[rec.rel] = fc.blocks
+            manifest.floors[rec.rel] = floors_after(fc.st.st_size, fc.read_blocks, earlier.get(rec.rel), lsn_floor)
+            rec.lsn_floor = min(manifest.floors[rec.rel], default=lsn_floor)  # the file's floor: its oldest block's
+            stats.files_copied += 1
+            stats.bytes_copied += fc.bytes_written
+            stats.files_delta += int(fc.delta)
+        before = owned | (set(previous.records) if previous is not None else set())
+        stats.files_removed = remove_all(dst, sorted(before - set(manifest.records)))
+        _sync_dirs(dst, dirs)
+        stats.seconds = time.monotonic() - t0
+        return manifest, stats
 
 
-def _place_entry(src: Path, dst: Path, rel: str, st: os.stat_result) -> FileRecord:
-    """Make a directory or a symlink on the target as the source has it; its record."""
-    d_path = dst / rel
+def _place_entry(src: Tree, dst: Tree, rel: str, st: os.stat_result) -> FileRecord:
+    """Make a directory or a symlink on the target as the source has it (through checked descriptors); its record."""
     if stat.S_ISDIR(st.st_mode):
-        d_path.mkdir(exist_ok=True)
-        os.chown(d_path, st.st_uid, st.st_gid, follow_symlinks=False)
-        os.chmod(d_path, stat.S_IMODE(st.st_mode))
+        dst.make_dir(rel, st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode))
         return FileRecord.of(rel, "dir", st, verified=True)
-    link = os.readlink(src / rel)
-    if d_path.is_symlink() or d_path.exists():
-        d_path.unlink()
-    os.symlink(link, d_path)
-    os.chown(d_path, st.st_uid, st.st_gid, follow_symlinks=False)
+    link = src.readlink(rel)
+    dst.make_symlink(link, rel, st.st_uid, st.st_gid)
     return FileRecord.of(rel, "symlink", st, link=link, verified=True)
 
 
@@ -129,15 +133,15 @@ def _keep(manifest: Manifest, previous: Manifest, prev: FileRecord, stats: CopyS
         progress(prev.size)
 
 
-def _sync_dirs(dst: Path, dirs: list[tuple[str, os.stat_result]]) -> None:
+def _sync_dirs(dst: Tree, dirs: list[tuple[str, os.stat_result]]) -> None:
     """fsync directories deepest first (their entries are now durable), then keep their mtimes."""
     for rel, st in sorted(dirs, key=lambda x: x[0].count("/"), reverse=True):
-        fsync_dir(dst / rel)
-        os.utime(dst / rel, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
-    fsync_dir(dst)
+        dst.fsync_dir(rel)
+        dst.set_dir_times(rel, st.st_atime_ns, st.st_mtime_ns)
+    dst.fsync_dir()
 
 
-def _unchanged_since(prev: FileRecord, st: os.stat_result, target: Path) -> bool:
+def _unchanged_since(prev: FileRecord, st: os.stat_result, target: Tree) -> bool:
     """True when the pre-copy's verified copy of this file is still exact (see the module docstring)."""
     if prev.kind != "file" or not prev.verified or prev.digest is None or not trusted_by_stat(prev.rel):
         return False
@@ -148,19 +152,19 @@ def _unchanged_since(prev: FileRecord, st: os.stat_result, target: Path) -> bool
     return _target_intact(prev, target)
 
 
-def _target_intact(prev: FileRecord, target: Path) -> bool:
+def _target_intact(prev: FileRecord, target: Tree) -> bool:
     """The target copy is still the one verified in the previous pass (so its block digests still hold)."""
     if prev.kind != "file" or not prev.verified:
         return False
     try:
-        tst = os.lstat(target / prev.rel)
+        tst = target.lstat(prev.rel)
     except FileNotFoundError:
         return False
     return (tst.st_mtime_ns, tst.st_ctime_ns, tst.st_ino) == (prev.target_mtime_ns, prev.target_ctime_ns,
                                                                prev.target_ino)
 
 
-def _copy_files(src: Path, dst: Path, todo: list[Todo], progress: Progress | None,
+def _copy_files(src: Tree, dst: Tree, todo: list[Todo], progress: Progress | None,
                 after_file: Callable[[str], None] | None, verify: bool,
                 workers: int, stopped: bool = False) -> list[tuple[FileRecord, FileCopy]]:
     """Copy (and with ``verify`` read back) files: small ones whole, large ones in parallel pieces (``_each_file``).
@@ -168,13 +172,20 @@ def _copy_files(src: Path, dst: Path, todo: list[Todo], progress: Progress | Non
     A delta copy (only changed blocks rewritten) is always read back at once, the
     rewritten blocks only: the rest was read back when it was written.
     """
-    memory = on_memory_fs(dst) if todo else False
-    in_memory = memory or (bool(todo) and mount_of(dst).dax)  # the target's pages are its medium
+    memory = on_memory_fs(dst.root) if todo else False
+    in_memory = memory or (bool(todo) and mount_of(dst.root).dax)  # the target's pages are its medium
 
     def one(rel: str, old: bytes | None, rule: SkipRule | None,
             pool: ThreadPoolExecutor | None) -> tuple[FileRecord, FileCopy]:
         read_at = time.time_ns()
-        fc = copy_file(str(src / rel), str(dst / rel), progress, pool, old, rule, in_memory, stopped)
+        try:
+            fc = copy_file(src.path(rel), dst.path(rel), progress, pool, old, rule, in_memory, stopped)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK):  # a link planted in place of a file: refused, not followed
+                raise UnsafePath(f"{os.path.join(src.root if exc.filename == src.path(rel) else dst.root, rel)}: "
+                                 f"{exc.strerror}; something changed the tree while the move ran (the server's "
+                                 "user?): remove it and run the step again") from None
+            raise
         rec = FileRecord.of(rel, "file", fc.st, digest=fc.digest, read_at_ns=read_at)
         if fc.delta:
             _verify_ranges(dst, rec, fc, memory, pool)
@@ -207,74 +218,53 @@ def _each_file(items: list, size_of: Callable, fn: Callable, workers: int, name:
     return [(large.get(i) or small[i]).result() for i in range(len(items))]
 
 
-def _verify_ranges(dst: Path, rec: FileRecord, fc: FileCopy, memory: bool,
+def _verify_ranges(dst: Tree, rec: FileRecord, fc: FileCopy, memory: bool,
                    pool: ThreadPoolExecutor | None = None) -> None:
     """Read back the blocks a delta copy rewrote and compare them with the source's; raise on a difference."""
-    p = dst / rec.rel
+    p = os.path.join(dst.root, rec.rel)
     ranges = merge_into_pieces(fc.written)
-    got = file_blocks(str(p), True, pool, memory, ranges) if ranges else b""
+    got = file_blocks(dst.path(rec.rel), True, pool, memory, ranges) if ranges else b""
     want = b"".join(fc.blocks[a // BLOCK * DIGEST:-(-b // BLOCK) * DIGEST] for a, b in ranges)
     if got != want:
         raise MoveError(f"the blocks rewritten in the copy {p} differ from their source when read back; "
                         "the target storage returned different data: check it (dmesg) and run the move again")
-    _mark_verified(p, rec)
+    _mark_verified(dst, rec)
 
 
-def _mark_verified(p: Path, rec: FileRecord) -> None:
-    tst = os.lstat(p)
+def _mark_verified(dst: Tree, rec: FileRecord) -> None:
+    tst = dst.lstat(rec.rel)
     rec.target_mtime_ns, rec.target_ctime_ns, rec.target_ino = tst.st_mtime_ns, tst.st_ctime_ns, tst.st_ino
     rec.verified = True
 
 
-def _verify_record(dst: Path, rec: FileRecord, memory: bool, pool: ThreadPoolExecutor | None = None) -> None:
+def _verify_record(dst: Tree, rec: FileRecord, memory: bool, pool: ThreadPoolExecutor | None = None) -> None:
     """Read one copy back from the target's medium and compare with the source digest; raise on a difference."""
-    p = dst / rec.rel
-    got = digest_file(str(p), drop_cache=True, pool=pool, memory=memory)
+    p = os.path.join(dst.root, rec.rel)
+    got = digest_file(dst.path(rec.rel), drop_cache=True, pool=pool, memory=memory)
     if got != rec.digest:
         raise MoveError(f"checksum of the copy {p} ({got}) differs from its source ({rec.digest}); "
                         "the target storage returned different data: check it (dmesg) and run the move again")
-    _mark_verified(p, rec)
-
-
-def _remove_vanished(dst: Path, previous: Manifest, current: Manifest) -> int:
-    """Remove target entries the pre-copy wrote whose source is gone (dropped tables, renamed files)."""
-    removed = 0
-    for rel in sorted(set(previous.records) - set(current.records), key=lambda r: r.count("/"), reverse=True):
-        p = dst / rel
-        try:
-            if p.is_dir() and not p.is_symlink():
-                p.rmdir()
-            else:
-                p.unlink()
-            removed += 1
-        except FileNotFoundError:
-            pass
-        except OSError:
-            pass  # a non-empty directory left: harmless, reported by verify_tree as an extra entry
-    return removed
+    _mark_verified(dst, rec)
 
 
 def verify_tree(manifest: Manifest, workers: int = WORKERS) -> None:
     """Read every copy back from the target's medium and compare checksums, raise on a difference; a copy read
     back by ``copy_tree`` is read again only when its target changed since (``_target_intact``)."""
-    dst = Path(manifest.target)
-    todo = [r for r in manifest.records.values() if r.kind == "file" and not _target_intact(r, dst)]
-    memory = on_memory_fs(dst) if todo else False
-    _each_file(todo, lambda r: r.size, lambda r, pool: _verify_record(dst, r, memory, pool), workers, "verify")
+    with Tree(manifest.target) as dst:
+        todo = [r for r in manifest.records.values() if r.kind == "file" and not _target_intact(r, dst)]
+        memory = on_memory_fs(dst.root) if todo else False
+        _each_file(todo, lambda r: r.size, lambda r, pool: _verify_record(dst, r, memory, pool), workers, "verify")
 
 
 def recheck_sources(manifest: Manifest) -> list[str]:
     """Source files whose size/mtime/ctime/inode changed since they were copied (nothing may write during COPY)."""
-    changed = []
-    src = Path(manifest.source)
-    for rec in manifest.records.values():
-        if rec.kind != "file":
-            continue
-        try:
-            st = os.lstat(src / rec.rel)
-        except FileNotFoundError:
-            changed.append(rec.rel)
-            continue
-        if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (rec.size, rec.mtime_ns, rec.ctime_ns, rec.ino):
-            changed.append(rec.rel)
-    return changed
+    with Tree(manifest.source) as src:
+        return [rec.rel for rec in manifest.records.values() if rec.kind == "file" and _changed(src, rec)]
+
+
+def _changed(src: Tree, rec: FileRecord) -> bool:
+    try:
+        st = src.lstat(rec.rel)
+    except FileNotFoundError:
+        return True
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (rec.size, rec.mtime_ns, rec.ctime_ns, rec.ino)

@@ -13,6 +13,22 @@ from tuner.core.server import ConnectionSpec, Flavor, read_defaults_file
 from tuner.core.units import page_size_label, parse_page_size
 
 
+# MariaDB has performance_schema off by default and it can only be turned on at a start; sandboxes turn it on
+# so `innotier placement measure` can see per-file and per-table I/O.  Nothing here reads its histories,
+# digests, statement, stage or memory classes, so those are sized to 0: measured on 10.11 with max_connections
+# 600, performance_schema memory went from 76 MB to 32 MB and the idle server's RSS from 174 MB to 134 MB
+# (101 MB with it off).  The file and table I/O instruments stay on and timed (their default).
+MARIADB_PERFORMANCE_SCHEMA = {
+    "performance_schema": "ON",
+    "performance_schema_digests_size": "0",
+    "performance_schema_max_statement_classes": "0",
+    "performance_schema_max_stage_classes": "0",
+    "performance_schema_max_memory_classes": "0",
+    **{f"performance_schema_events_{what}_history{longer}_size": "0"
+       for what in ("waits", "stages", "statements", "transactions") for longer in ("", "_long")},
+}
+
+
 def core_options(sb: SandboxRecord) -> dict[str, str]:
     opts = {
         "datadir": sb.datadir,
@@ -28,7 +44,9 @@ def core_options(sb: SandboxRecord) -> dict[str, str]:
         "lower_case_table_names": "0",
         "skip_log_bin": "",
     }
-    if sb.flavor != Flavor.MARIADB:
+    if sb.flavor == Flavor.MARIADB:
+        opts.update(MARIADB_PERFORMANCE_SCHEMA)
+    else:
         opts["mysqlx"] = "OFF"
         opts["secure_file_priv"] = str(sb.tmpdir)  # the default /var/lib/mysql-files stops the server
     if sb.server:

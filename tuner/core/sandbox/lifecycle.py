@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from tuner.core import io_throttle
 from tuner.core.durable import write_atomic
 from tuner.core.errors import SandboxError, UsageError
 from tuner.core.sandbox import bootstrap, config, process
@@ -132,7 +133,8 @@ class Sandbox(SandboxRecord):
         t0 = time.monotonic()
         cmd = self.launcher(verify=True) + [self.mysqld, f"--defaults-file={self.cnf}"] + list(extra_args or [])
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.dir)
+                                stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.dir,
+                                preexec_fn=io_throttle.joiner())  # a throttled tier binds its servers
         self._wait_ready(proc, t0 + timeout, timeout, log_offset)
         if self.needs_bootstrap:
             bootstrap.set_root_password(self)

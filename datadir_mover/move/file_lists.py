@@ -1,0 +1,66 @@
+"""The same set of files on both sides: the target's list taken at the switch, compared with the copy's both ways.
+
+A move's copy is proven file by file, but only the files it copied; a file the source no longer
+has (a table dropped while an interrupted move waited) or one put into the target by someone
+else would be carried into the server's datadir unseen.  At the switch (VERIFY, server stopped,
+before the server writes its own files into the target) the target's entries under the moved
+names are listed and saved (``TARGET_LIST``); the proof then names every entry that is on one
+side only, or of another kind on each:
+
+- the source now (stopped) against the copy's manifest: files created or removed on the source;
+- the target at the switch against the manifest: files the target holds that the source did not
+  have (extras), files the copy wrote that are gone, and entries of another kind.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from datadir_mover.move import components
+from datadir_mover.move.copy import Manifest, walk
+from datadir_mover.move.journal import Journal
+from datadir_mover.move.plan import Plan
+from datadir_mover.move.stepbase import model_stub
+
+TARGET_LIST = "target-list.json"  # rel -> kind ("file", "dir", "symlink") of the target at the switch
+
+
+def moved_entries(plan: Plan, directory: str) -> list[tuple[str, os.stat_result]]:
+    """The entries of ``directory`` under the names the move copies (preflight: in a target, all of them the
+    move's own)."""
+    names = components.top_names(plan.component, model_stub(plan), directory)
+    if plan.target_exists and directory == plan.target_dir:
+        names = [n for n in names if n != components.BUFFER_POOL_DUMP]  # preflight lets a target keep its own
+    return walk(directory, names)
+
+
+def _kind(mode: int) -> str:
+    return "dir" if stat.S_ISDIR(mode) else "symlink" if stat.S_ISLNK(mode) else "file"
+
+
+def record(journal: Journal, plan: Plan, manifest: Manifest) -> list[tuple[str, str]]:
+    """Save the target's list now (the switch); its differences from the manifest, (rel, why)."""
+    listed = {rel: _kind(st.st_mode) for rel, st in moved_entries(plan, plan.target_dir)}
+    journal.save_json(TARGET_LIST, listed)
+    return _compare(listed, manifest, "the target")
+
+
+def differences(journal: Journal, plan: Plan, manifest: Manifest) -> list[tuple[str, str]]:
+    """Entries on one side only (or of another kind): the stopped source now, and the target as listed at the
+    switch (a move recorded before the list was kept has only the source's side), against the manifest."""
+    source = {rel: _kind(st.st_mode) for rel, st in moved_entries(plan, plan.source_dir)}
+    out = _compare(source, manifest, "the source")
+    target = journal.load_json(TARGET_LIST)
+    if target is not None:
+        out += [d for d in _compare(target, manifest, "the target") if d not in out]
+    return out
+
+
+def _compare(listed: dict[str, str], manifest: Manifest, side: str) -> list[tuple[str, str]]:
+    copied = {rel: r.kind for rel, r in manifest.records.items()}
+    when = "at the switch" if side == "the target" else "now"
+    return ([(rel, f"in {side} {when} but not copied from the source") for rel in sorted(set(listed) - set(copied))]
+            + [(rel, f"copied but missing from {side} {when}") for rel in sorted(set(copied) - set(listed))]
+            + [(rel, f"a {listed[rel]} in {side} {when}, a {copied[rel]} when copied")
+               for rel in sorted(set(listed) & set(copied)) if listed[rel] != copied[rel]])

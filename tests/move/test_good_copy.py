@@ -1,0 +1,224 @@
+"""Recovery keeps one good copy: faults injected into real moves (real `innotier` processes, real tmpfs, real files).
+
+One clone serves each group of faults, in order, so the whole file costs a few moves:
+
+- the issue's transcript: a datadir move onto tmpfs killed right after VERIFY, then the
+  source removed (a RAM tier after a reboot): rollback refuses in one line naming the target
+  and `move resume`, and removes nothing; resume carries the move onto the verified target;
+- the target taken away after VERIFY: SWITCH refuses instead of making an empty one;
+- a byte flipped in a target file between its read-back and a resumed START (with a torn last
+  journal line on top): the start refuses, the server never runs on it, rollback goes back;
+- the source taken away after START of a pre-copied move: the proof is blocked (not failed)
+  and says why, rollback refuses (the target is the good copy), and once the source is back
+  the proof runs and passes;
+- a server started by hand on the source after VERIFY of an undo move whose redo log lives in
+  a third directory: resume refuses, the offline proof is invalidated, rollback keeps the row;
+- two applies of one server at once: the second refuses in one line naming the first;
+- a heartbeat row written on the target and damage in another table: the damage is not excused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import mvhelpers
+from waiting import wait_for
+
+
+def _open_move(name: str):
+    from datadir_mover.move.journal import all_journals
+
+    mine = [j for j in all_journals() if j.plan()["server_key"] == f"sandbox:{name}" and j.phase == "open"]
+    assert len(mine) == 1, [j.dir.name for j in mine]
+    return mine[0]
+
+
+def _datadir(spec) -> str:
+    from tuner.core.server import inspect
+
+    return os.path.realpath(inspect(spec).datadir)
+
+
+def _last_line(proc) -> str:
+    return proc.stderr.strip().splitlines()[-1]
+
+
+def _flip_byte(path: str, offset: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        b = fh.read(1)
+        fh.seek(offset)
+        fh.write(bytes([b[0] ^ 0xFF]))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+@pytest.mark.root
+def test_rollback_and_resume_keep_the_good_copy(clone, mv_tiers, cli):
+    sb = clone("rc-good")
+    spec = sb.connection_spec()
+    before = mvhelpers.checksums(spec)
+    home = _datadir(spec)
+
+    # two applies at once: the second refuses in one line naming the move at work, and changes nothing
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from datadir_mover.move.server_lock import "
+                               "ServerLock; held = ServerLock(sys.argv[1]).acquire('m-first'); print('held', flush=True); "
+                               "sys.stdin.read()", f"sandbox:{sb.name}"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = cli("move", "apply", "datadir", "--sandbox", sb.name, "--to",
+                     os.path.join(mv_tiers["tmpfs"], "rc-two"), "--yes")
+        assert second.returncode != 0 and len(second.stderr.strip().splitlines()) == 1, second.stderr
+        assert "move m-first of sandbox:rc-good is at work" in second.stderr, second.stderr
+        assert not os.path.exists(os.path.join(mv_tiers["tmpfs"], "rc-two")) and _datadir(spec) == home
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+
+    # the target taken away after VERIFY (a tier that did not come back): SWITCH refuses instead of making it anew
+    target = os.path.join(mv_tiers["tmpfs"], "rc-vanish")
+    killed = cli("move", "apply", "datadir", "--sandbox", sb.name, "--to", target, "--yes",
+                 env={"INNOTIER_MOVE_CRASH_AT": "VERIFY:done"})
+    assert killed.returncode == -9, killed.stderr
+    journal = _open_move(sb.name)
+    shutil.rmtree(target)
+    r = cli("move", "resume", "--id", journal.dir.name)
+    assert r.returncode != 0 and "vanished after the copy was verified" in _last_line(r), r.stderr
+    assert not os.path.exists(target) and not journal.done("SWITCH")
+    r = cli("move", "rollback", "--id", journal.dir.name, "--yes")
+    assert r.returncode == 0, r.stderr
+    assert _datadir(spec) == home and mvhelpers.checksums(spec) == before
+
+    # a byte flipped in a target file after VERIFY read it back, and a torn last journal line: START refuses
+    target = os.path.join(mv_tiers["tmpfs"], "rc-flip")
+    killed = cli("move", "apply", "datadir", "--sandbox", sb.name, "--to", target, "--yes",
+                 env={"INNOTIER_MOVE_CRASH_AT": "VERIFY:done"})
+    assert killed.returncode == -9, killed.stderr
+    journal = _open_move(sb.name)
+    _flip_byte(os.path.join(target, "tpcc", "warehouse.ibd"), 16384 * 3 + 200)
+    with open(journal.path, "a") as fh:
+        fh.write('{"at": 1.0, "event": "begin", "sta')  # a record a crash tore
+    r = cli("move", "resume", "--id", journal.dir.name)
+    assert r.returncode != 0 and "torn by a crash" in r.stderr, r.stderr
+    refusal = _last_line(r)
+    assert "the target" in refusal and "changed after the copy was verified" in refusal, refusal
+    assert "tpcc/warehouse.ibd (content changed" in refusal and "move rollback" in refusal, refusal
+    assert journal.began("SWITCH") and not journal.done("START") and sb.running_pid() is None
+    r = cli("move", "rollback", "--id", journal.dir.name, "--yes")
+    assert r.returncode == 0, r.stderr  # it starts the server on the source again (it was running) and checks it
+    assert _datadir(spec) == home and mvhelpers.checksums(spec) == before
+    assert not os.path.exists(target)
+
+    # the issue's transcript: killed after VERIFY, the source removed; rollback must not remove the only copy
+    target = os.path.join(mv_tiers["tmpfs"], "rc-gone")
+    killed = cli("move", "apply", "datadir", "--sandbox", sb.name, "--to", target, "--yes",
+                 env={"INNOTIER_MOVE_CRASH_AT": "VERIFY:done"})
+    assert killed.returncode == -9, killed.stderr
+    journal = _open_move(sb.name)
+    source = journal.plan()["source_dir"]
+    shutil.rmtree(source)
+    r = cli("move", "rollback", "--id", journal.dir.name, "--yes")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"the source {source} is gone" in r.stderr and f"the target {target}" in r.stderr, r.stderr
+    assert f"innotier move resume --id {journal.dir.name}" in r.stderr, r.stderr
+    assert os.path.isfile(os.path.join(target, "tpcc", "warehouse.ibd")) and not journal.began("ROLLBACK")
+    r = cli("move", "resume", "--id", journal.dir.name)
+    assert r.returncode == 0, r.stderr
+    assert "the verified copy on" in r.stderr and "carrying the move forward" in r.stderr, r.stderr
+    assert journal.phase == "committed" and journal.data("VERIFY_SERVER")["ok"]
+    assert _datadir(spec) == os.path.realpath(target) and mvhelpers.checksums(spec) == before
+
+
+@pytest.mark.root
+def test_a_source_taken_away_after_start_blocks_the_proof_until_it_is_back(clone, mv_tiers, cli):
+    from datadir_mover.move.proof import Proof
+
+    sb = clone("rc-blocked")
+    spec = sb.connection_spec()
+    target = os.path.join(mv_tiers["tmpfs"], "rc-blocked")
+    killed = cli("move", "apply", "datadir", "--sandbox", sb.name, "--to", target, "--precopy", "--yes",
+                 env={"INNOTIER_MOVE_CRASH_AT": "START:done"})
+    assert killed.returncode == -9, killed.stderr
+    journal = _open_move(sb.name)
+    home = journal.plan()["source_dir"]
+    away = home + ".away"
+    os.rename(home, away)  # the source's tier did not come back
+    try:
+        r = cli("move", "verify", "--id", journal.dir.name)
+        assert r.returncode == 1 and "proof blocked: the source cannot be read" in r.stdout, r.stdout + r.stderr
+        assert f"{home} is missing" in r.stdout and "runs again when the source is back" in r.stdout, r.stdout
+        proof = Proof.load(journal)
+        assert proof.status == "blocked" and not proof.mismatches
+        r = cli("move", "rollback", "--id", journal.dir.name, "--yes", "--discard-writes-since-start")
+        assert r.returncode != 0 and f"the source {home} is gone" in r.stderr, r.stderr
+        assert "the server runs on the target" in r.stderr and "move resume" in r.stderr, r.stderr
+        assert _datadir(spec) == os.path.realpath(target)
+    finally:
+        os.rename(away, home)
+    r = cli("move", "verify", "--id", journal.dir.name)
+    assert r.returncode == 0 and "proof passed" in r.stdout, r.stdout + r.stderr
+    r = cli("move", "resume", "--id", journal.dir.name, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["phase"] == "committed", r.stderr
+
+
+@pytest.mark.root
+def test_a_server_started_by_hand_on_the_source_of_an_undo_move_is_caught(clone, mv_tiers, cli):
+    from datadir_mover.move.proof import Proof
+
+    sb = clone("rc-undo")
+    spec = sb.connection_spec()
+    redo_dir = os.path.join(mv_tiers["zram"], "rc-undo-redo")  # the redo log in a third directory
+    r = cli("move", "apply", "redo", "--sandbox", sb.name, "--to", redo_dir, "--yes")
+    assert r.returncode == 0, r.stderr
+    undo_target = os.path.join(mv_tiers["tmpfs"], "rc-undo")
+    killed = cli("move", "apply", "undo", "--sandbox", sb.name, "--to", undo_target, "--yes",
+                 env={"INNOTIER_MOVE_CRASH_AT": "VERIFY:done"})
+    assert killed.returncode == -9, killed.stderr
+    journal = _open_move(sb.name)
+    assert Proof.load(journal).status == "passed"  # the offline path's proof, recorded at VERIFY
+    sb.start()  # by hand, on the old placement: the undo files in the datadir take the writes
+    mvhelpers.sql(spec.with_database(None), "CREATE DATABASE rcu", "CREATE TABLE rcu.t (id INT PRIMARY KEY)",
+                  "INSERT INTO rcu.t VALUES (7)")
+    sb.stop("clean")
+    r = cli("move", "resume", "--id", journal.dir.name)
+    assert r.returncode != 0, r.stdout
+    refusal = _last_line(r)
+    assert "changed after the copy was verified" in refusal and "move rollback" in refusal, refusal
+    assert not journal.done("SWITCH")
+    assert Proof.load(journal).status == "failed"  # a source that moved on invalidates the recorded proof
+    r = cli("move", "rollback", "--id", journal.dir.name, "--yes")
+    assert r.returncode == 0, r.stderr  # the source moved on: it is the newest copy, rollback returns to it
+    assert mvhelpers.sql(spec.with_database(None), "SELECT id FROM rcu.t") == [(7,)]
+
+
+@pytest.mark.root
+def test_a_heartbeat_row_does_not_excuse_damage_in_another_table(clone):
+    from datadir_mover.move import atstop, sample, verify
+    from datadir_mover.move.benign import Evidence, FileProof
+    from test_post_start_checks import MARKER, damage_row
+
+    sb = clone("rc-heartbeat")
+    spec = sb.connection_spec()
+    mvhelpers.sql(spec.with_database(None), "CREATE DATABASE hb",
+                  "CREATE TABLE hb.beat (id INT PRIMARY KEY, at INT) ENGINE=InnoDB", "INSERT INTO hb.beat VALUES (1, 0)",
+                  "CREATE TABLE hb.d (id INT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB",
+                  f"INSERT INTO hb.d VALUES (1, '{MARKER.decode()}')")
+    conn = spec.with_database(None).connect()
+    before = sample.take(conn).digests
+    conn.close()
+    sb.stop("clean")
+    damage_row(os.path.join(sb.datadir, "hb", "d.ibd"), 16384)
+    sb.start()
+    mvhelpers.sql(spec.with_database(None), "UPDATE hb.beat SET at = at + 1 WHERE id = 1")  # the heartbeat
+    check = verify.check_server(spec, "datadir", sb.datadir, before, "sample",
+                                Evidence(atstop.AtStop(), FileProof.READ_BACK))
+    assert check.changed_since_start == ["hb.beat"], check.to_dict()
+    assert [p.split(":")[0] for p in check.checksum_problems] == ["hb.d"], check.to_dict()
+    assert not check.ok

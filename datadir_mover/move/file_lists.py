@@ -43,7 +43,7 @@ def record(journal: Journal, plan: Plan, manifest: Manifest) -> list[tuple[str, 
     """Save the target's list now (the switch); its differences from the manifest, (rel, why)."""
     listed = {rel: _kind(st.st_mode) for rel, st in moved_entries(plan, plan.target_dir)}
     journal.save_json(TARGET_LIST, listed)
-    return _compare(listed, manifest, "the target")
+    return _target_differences(listed, plan, manifest)
 
 
 def differences(journal: Journal, plan: Plan, manifest: Manifest) -> list[tuple[str, str]]:
@@ -53,8 +53,17 @@ def differences(journal: Journal, plan: Plan, manifest: Manifest) -> list[tuple[
     out = _compare(source, manifest, "the source")
     target = journal.load_json(TARGET_LIST)
     if target is not None:
-        out += [d for d in _compare(target, manifest, "the target") if d not in out]
+        out += [d for d in _target_differences(target, plan, manifest) if d not in out]
     return out
+
+
+def _target_differences(listed: dict[str, str], plan: Plan, manifest: Manifest) -> list[tuple[str, str]]:
+    """A target that existed keeps its own buffer-pool dump out of the listing (preflight lets it), so a dump the
+    copy wrote there is not missing from it: the dump is a list of page numbers, not data."""
+    differences = _compare(listed, manifest, "the target")
+    if plan.target_exists:
+        differences = [d for d in differences if d[0] != components.BUFFER_POOL_DUMP]
+    return differences
 
 
 def _compare(listed: dict[str, str], manifest: Manifest, side: str) -> list[tuple[str, str]]:

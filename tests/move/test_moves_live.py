@@ -50,7 +50,8 @@ def _move_in_process(sandbox: str, component: str, to: str) -> dict:
     result = ex.run()
     assert result["phase"] == "committed"
     assert result["verify_server"]["ok"] and not result["verify_server"]["checksum_problems"]
-    assert ex.prove().status == "passed"  # offline copies: recorded as passed from the copy's own evidence
+    proof = ex.prove()
+    assert proof.status == "passed", proof.text()  # offline copies: recorded as passed from the copy's own evidence
     assert not ex.finalize(accept_volatile=True)["kept"]
     return result
 

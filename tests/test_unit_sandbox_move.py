@@ -57,10 +57,10 @@ def test_switch_writes_the_dropin_and_the_rollback_after_a_failed_start_removes_
         monkeypatch.setattr(SandboxControl, "start", start_fails_once)
         ex = Executor.create(plan)
         ex.background_proof = False
-        with pytest.raises(MoveError):
+        with pytest.raises(MoveError) as failed:
             ex.run()
         assert calls[0] is True, "the drop-in was not in place when the server started on the new path"
-        assert ex.journal.phase == "rolled_back"
+        assert ex.journal.phase == "rolled_back", str(failed.value)
         assert not Path(change.dropin_path).exists()
         after = unit_sandbox.parse_show("mariadb.service", manager.show("mariadb.service"))
         assert after.properties == packaged.properties      # systemd sees the unit as the package shipped it

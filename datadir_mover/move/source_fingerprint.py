@@ -188,7 +188,8 @@ def gone_why(plan: Plan) -> str | None:
     try:
         if not src.is_dir():
             return f"{src} is missing"
-        if not components.top_names(plan.component, model_stub(plan), str(src)):
+        # a tmpdir holds no data to keep (the server empties it at start): an empty one is as it was
+        if plan.component != "tmpdir" and not components.top_names(plan.component, model_stub(plan), str(src)):
             mount = " (an unmounted tier?)" if not any(src.iterdir()) else ""
             return f"{src} holds none of the {plan.component} files{mount}"
     except OSError as exc:

@@ -224,7 +224,7 @@ def check_out(revision: str, sha: str, workdir: Path, say: Callable[[str], None]
     path = workdir / f"rev-{sha[:12]}"
     if not (path / ".git").exists():
         _git("worktree", "add", "--detach", str(path), sha)
-    if not (path / ".venv" / "bin" / "python").exists():
+    if not (path / ".venv" / "bin" / "innotier").exists():  # installed last: a bootstrap cut short runs again
         say(f"{revision} ({sha[:12]}): scripts/bootstrap.sh in {path}")
         proc = subprocess.run(["bash", "scripts/bootstrap.sh"], cwd=path, capture_output=True, text=True)
         if proc.returncode != 0:

@@ -12,7 +12,7 @@ C_BALANCE += the sum and C_DELIVERY_CNT += 1.
 Clause 2.7.4.2 asks for the skipped districts to be reported, not stored: the transaction returns how
 many it skipped (the procedure as its one result row, after COMMIT; the statements as their output) and the
 driver counts them (``delivery_skipped_districts`` in the run's result).  No row is written for it: a
-counter row inside the transaction would be one more hot row every Delivery of a warehouse locks.
+counter row written inside the transaction is a row every skipping Delivery of a warehouse locks.
 
 The NEW-ORDER row is read with FOR UPDATE: with a plain (snapshot) read, two
 concurrent Deliveries of one warehouse can pick the same order and credit the

@@ -70,6 +70,7 @@ class Entry:
     mode: str  # procedures / statements (what the driver runs)
     transport: str = "tcp"  # tcp or socket
     tool_path: str | None = None
+    checkout: str | None = None  # builtin: another checkout of innotier whose .venv runs it (bench/tpcc_revisions.py)
 
 
 @dataclass
@@ -328,6 +329,12 @@ def district_table_of(e: Entry) -> str:
     return "district" if e.driver == "builtin" else adapters.get(e.driver).DISTRICT_TABLE
 
 
+def python_of(e: Entry) -> str:
+    """The interpreter that runs our driver: this one, or the venv of the entry's checkout (run from inside it,
+    so ``-m tuner.cli`` imports that checkout's code and not the caller's)."""
+    return str(Path(e.checkout, ".venv", "bin", "python")) if e.checkout else sys.executable
+
+
 def run_builtin(sb, e: Entry, clients: int, warmup: float, duration: float, interval: float = 10.0,
                 deck: str = "23") -> tuple[dict, bool, str]:
     """Our driver in its own process (so its CPU is its own tree), over TCP or the socket."""
@@ -335,10 +342,11 @@ def run_builtin(sb, e: Entry, clients: int, warmup: float, duration: float, inte
         where = ["--sandbox", sb.name]
     else:
         where = ["--host", "127.0.0.1", "--port", str(sb.port), "--defaults-file", str(sb.client_cnf)]
-    cmd = [sys.executable, "-m", "tuner.cli", "tpcc", "run", *where, "--database", database_of(e),
+    cmd = [python_of(e), "-m", "tuner.cli", "tpcc", "run", *where, "--database", database_of(e),
            "--clients", str(clients), "--warmup", f"{warmup:g}", "--duration", f"{duration:g}",
            "--interval", f"{min(interval, duration):g}", "--mode", e.mode, "--deck", deck, "--json"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=warmup + duration + 300 + clients)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=warmup + duration + 300 + clients,
+                          cwd=e.checkout)
     if proc.returncode not in (0, 8):
         return {"command": " ".join(cmd[2:])}, False, proc.stderr.strip()[-300:]
     r = json.loads(proc.stdout)

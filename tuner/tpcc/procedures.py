@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 
 from tuner.core.errors import ServerError
-from tuner.tpcc import delivery, new_order, order_status, payment, schema, stock_level
+from tuner.tpcc import delivery, new_order, order_status, payment, stock_level
 
 MODULES = (new_order, payment, order_status, delivery, stock_level)
 
@@ -42,7 +42,6 @@ def install(conn, database: str) -> InstallResult:
     cur = conn.cursor()
     try:
         cur.execute(f"USE `{database}`")
-        schema.ensure_delivery_skips(conn, database)  # Delivery counts its skipped districts there
         cur.execute(SELECT_INSTALLED, (database,))
         present = {name: comment for name, comment in cur.fetchall()}
         done, same = [], []

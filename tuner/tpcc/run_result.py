@@ -112,6 +112,8 @@ def build_result(plan: RunPlan, cfg: RunConfig, m: Measurement, worker_info: dic
         "max_retries": plan.max_retries,
         "error_messages": error_messages(worker_info),
         "reconnects": sum(w.get("reconnects", 0) for w in worker_info.values()),
+        # clause 2.7.4.2: districts the Deliveries found without an undelivered order, warm-up included
+        "delivery_skipped_districts": sum(w.get("delivery_skipped_districts", 0) for w in worker_info.values()),
         "outages": outages(worker_info),
         "notes": notes,
     }

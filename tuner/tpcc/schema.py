@@ -41,10 +41,10 @@ MIN_OL_CNT, MAX_OL_CNT = 5, 15
 STOCK_PER_W = ITEMS
 
 META_TABLE = "tpcc_meta"
-# Clause 2.7.4.2: a Delivery that finds no undelivered order in a district skips it, and the skipped
-# districts must be reported.  Each Delivery counts its skips here, in its own transaction; 900 new
-# orders a district are loaded, so skips start only once a run has delivered that backlog.
-DELIVERY_SKIPS_TABLE = "tpcc_delivery_skips"
+# Schemas loaded by loader version 2 hold a Delivery skip counter table that nothing writes any more (the
+# driver counts the skips from what each Delivery returns, tuner/tpcc/delivery.py).  It is left where it is,
+# harmless, and still dropped with the schema, so `tpcc load --drop` leaves nothing behind.
+LEGACY_TABLES = ("tpcc_delivery_skips",)
 
 # ---------------------------------------------------------------------------
 # DDL (clause 1.3), one named constant a table.
@@ -194,14 +194,6 @@ CREATE TABLE {META_TABLE} (
   PRIMARY KEY (name)
 ) ENGINE=InnoDB DEFAULT CHARSET=latin1"""
 
-CREATE_DELIVERY_SKIPS = f"""
-CREATE TABLE IF NOT EXISTS `{{db}}`.{DELIVERY_SKIPS_TABLE} (
-  w_id INT NOT NULL,
-  d_id INT NOT NULL,
-  skipped BIGINT NOT NULL,
-  PRIMARY KEY (w_id, d_id)
-) ENGINE=InnoDB DEFAULT CHARSET=latin1"""
-SUM_DELIVERY_SKIPS = f"SELECT COALESCE(SUM(skipped), 0) FROM `{{db}}`.{DELIVERY_SKIPS_TABLE}"
 
 # table name -> DDL, in creation order
 TABLES: dict[str, str] = {
@@ -261,8 +253,8 @@ def _fetch(conn, sql: str, params: tuple = ()) -> list[tuple]:
 
 
 def present_tables(conn, database: str) -> list[str]:
-    """Which of the nine TPC-C tables (and tpcc_meta, tpcc_delivery_skips) exist in ``database``."""
-    names = list(TABLES) + [META_TABLE, DELIVERY_SKIPS_TABLE]
+    """Which of the nine TPC-C tables (and tpcc_meta, and the legacy tables) exist in ``database``."""
+    names = list(TABLES) + [META_TABLE, *LEGACY_TABLES]
     rows = _fetch(conn, SELECT_PRESENT_TABLES.format(names=", ".join(["%s"] * len(names))),
                   (database, *names))
     found = {(r[0].decode() if isinstance(r[0], bytes) else r[0]) for r in rows}
@@ -282,25 +274,10 @@ def create_schema(conn, database: str) -> None:
     for ddl in list(TABLES.values()) + [CREATE_META]:
         cur.execute(ddl)
     cur.close()
-    ensure_delivery_skips(conn, database)
-
-
-def ensure_delivery_skips(conn, database: str) -> None:
-    """The Delivery skip counter (schemas loaded before it existed get it here)."""
-    cur = conn.cursor()
-    cur.execute(CREATE_DELIVERY_SKIPS.format(db=database))
-    cur.close()
-
-
-def delivery_skips(conn, database: str) -> int:
-    """Districts skipped by Deliveries so far (0 without the counter table)."""
-    if DELIVERY_SKIPS_TABLE not in present_tables(conn, database):
-        return 0
-    return int(_fetch(conn, SUM_DELIVERY_SKIPS.format(db=database))[0][0])
 
 
 def drop_schema(conn, database: str) -> list[str]:
-    """Drop the TPC-C tables, tpcc_meta and the skip counter of ``database`` (not the database: it may hold
+    """Drop the TPC-C tables, tpcc_meta and any legacy table of ``database`` (not the database: it may hold
     other things)."""
     present = present_tables(conn, database)
     if present:

@@ -11,7 +11,7 @@ from tuner.core.cliutil import add_connection_args, connection_from_args, parse_
 from tuner.core.errors import UsageError
 from tuner.core.measure import Measurement, OPS
 from tuner.tpcc.config import DECKS, MODES, RunConfig
-from tuner.tpcc import adapters, driver, schema
+from tuner.tpcc import adapters, driver
 from tuner.core.durable import write_json_atomic
 from tuner.tpcc.shard import Shard, ShardMeasurement, parse_start_at
 
@@ -97,9 +97,7 @@ def handle(args: argparse.Namespace) -> int:
         exporter = _start_exporter(measurement, args.metrics_listen, cfg, spec)
     try:
         if cfg.driver == "builtin":
-            skips_before = _delivery_skips(spec, cfg.database, ensure=True)
             result = _run_builtin(spec, cfg, measurement, quiet=args.json)
-            result.extra["delivery_skipped_districts"] = _delivery_skips(spec, cfg.database) - skips_before
         else:
             result = adapters.get(cfg.driver).run(spec, cfg)
     finally:
@@ -117,17 +115,6 @@ def handle(args: argparse.Namespace) -> int:
         print(f"innotier: the run did not complete: {result.failure}", file=sys.stderr)
         return 8
     return 0
-
-
-def _delivery_skips(spec, database: str, ensure: bool = False) -> int:
-    """Districts Deliveries have skipped in ``database`` so far (clause 2.7.4.2)."""
-    conn = spec.with_database(None).connect()
-    try:
-        if ensure:
-            schema.ensure_delivery_skips(conn, database)
-        return schema.delivery_skips(conn, database)
-    finally:
-        conn.close()
 
 
 def _start_exporter(measurement, listen: str, cfg: RunConfig, spec):

@@ -66,10 +66,16 @@ class _WorkerState:
     reconnects: int = 0
     down: int = 0  # terminals currently without a connection
     outages: list[list[float]] = field(default_factory=list)  # [wall start, wall end] while any terminal was down
+    delivery_skipped_districts: int = 0  # clause 2.7.4.2: counted here, from what each Delivery returns
 
     def record(self, op: str, seconds: float, outcome: str) -> None:
         with self.lock:
             self.m.record(op, seconds, outcome)
+
+    def committed(self, op: str, output) -> None:
+        if op == "delivery" and output:
+            with self.lock:
+                self.delivery_skipped_districts += output
 
     def note_error(self, message: str) -> None:
         with self.lock:
@@ -145,7 +151,8 @@ def _terminal_loop(task: WorkerTask, term, session: Session, st: _WorkerState) -
             x = mod.make_input(term)
             if think and stop.wait(mix.keying_seconds(op)):
                 return
-            outcome, message = run_transaction(session, mod, x, procedures, task.max_retries, st.record, stop)
+            outcome, message = run_transaction(session, mod, x, procedures, task.max_retries, st.record, stop,
+                                               st.committed)
             if message:
                 st.note_error(message)
             if outcome == "lost":
@@ -235,7 +242,8 @@ def _report_end(task: WorkerTask, out: Any, st: _WorkerState) -> None:
             st.outages[-1][1] = time.time()  # still down at the end
         info = {"cpu_seconds": ru.ru_utime + ru.ru_stime, "max_rss_bytes": ru.ru_maxrss * 1024,
                 "pid": os.getpid(), "final": final, "error_messages": dict(st.error_messages),
-                "reconnects": st.reconnects, "outages": st.outages}
+                "reconnects": st.reconnects, "outages": st.outages,
+                "delivery_skipped_districts": st.delivery_skipped_districts}
     out.put(Done(task.worker, info))
 
 

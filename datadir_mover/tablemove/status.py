@@ -1,10 +1,11 @@
 """``table-move status``: each move's journal, and for a committed move where the table's file is *now*.
 
-A table can leave its tier without innotier: MariaDB rebuilds a table with ``DATA DIRECTORY`` dropped on
-some statements (an ``ALTER TABLE ... ALGORITHM=COPY`` or ``TRUNCATE`` of a table created so, depending on
-the version), MySQL on ``ALTER TABLE ... TABLESPACE=innodb_file_per_table`` by hand.  Status reads the
-table's file from the server (``where.table_file``) and reports a table that is no longer where its
-committed move put it.
+A table can leave its tier without innotier: a dump and reload, a ``CREATE TABLE ... LIKE`` and swap, or a
+pt-online-schema-change run with ``--remove-data-dir`` land it in the datadir; on MySQL a by-hand ``ALTER
+TABLE ... TABLESPACE=innodb_file_per_table``.  (MariaDB 10.11.19 keeps ``DATA DIRECTORY`` through ``ALTER
+TABLE ... ALGORITHM=COPY``, ``FORCE`` and ``TRUNCATE``: checked on a sandbox; older releases differ.)  Status
+reads the table's file from the server (``where.table_file``) and reports a table that is no longer where
+its committed move put it; the command then exits 1.
 """
 
 from __future__ import annotations

@@ -48,7 +48,9 @@ def argv(defaults_file: str, schema: str, table: str, data_dir: str | None) -> l
     where = ["--data-dir", data_dir] if data_dir else ["--remove-data-dir"]
     return [tool(), f"--defaults-file={defaults_file}", "--alter", "ENGINE=InnoDB", *where,
             "--no-swap-tables", "--no-drop-new-table", "--no-drop-triggers", "--no-drop-old-table",
-            "--recursion-method=none", "--no-check-replication-filters", "--tries", "create_triggers:20:0.5,copy_rows:20:0.5",
+            "--recursion-method=none", "--no-check-replication-filters", "--tries", "create_triggers:30:0.5,copy_rows:20:0.5",
+            # its trigger DDL waits at most 2 s for the table's metadata lock (queued clients wait behind it), retried
+            "--set-vars", "innodb_lock_wait_timeout=1,lock_wait_timeout=2",
             "--print", "--execute", f"D={schema},t={table}"]
 
 

@@ -42,6 +42,12 @@ STATES = ("PLAN", "PREPARE", "COPY", "VERIFY", "SWAP", "CLEANUP", "COMMIT")
 # clients keep reading and writing during the rebuild; a server that cannot do it online refuses instead of locking
 ONLINE = "ALGORITHM=INPLACE, LOCK=NONE"
 ER_WRONG_DIRECTORY = 3121  # MySQL: "The directory is not known to InnoDB" (not in innodb_directories)
+ER_LOCK_WAIT_TIMEOUT = 1205  # also a metadata-lock wait that ran past lock_wait_timeout
+# A DDL statement waiting for the table's exclusive metadata lock queues every new client statement on the
+# table behind it; so it waits at most this long, gives up (changing nothing: DDL is atomic) and tries again,
+# as pt-online-schema-change does for its own swap
+DDL_LOCK_WAIT_S = 2
+DDL_TRIES = 60
 
 
 def _q(name: str) -> str:
@@ -89,6 +95,25 @@ class TableMover:
                 if cur.with_rows:
                     cur.fetchall()
             cur.close()
+        finally:
+            conn.close()
+
+    def _ddl(self, statement: str) -> int:
+        """Run one DDL statement on the moving table with a short metadata-lock wait, retried; returns the tries."""
+        conn = self.spec.with_database(None).connect()
+        try:
+            cur = conn.cursor()
+            cur.execute(f"SET SESSION lock_wait_timeout = {DDL_LOCK_WAIT_S}")
+            for attempt in range(1, DDL_TRIES + 1):
+                try:
+                    cur.execute(statement)
+                    return attempt
+                except Exception as exc:
+                    if getattr(exc, "errno", None) != ER_LOCK_WAIT_TIMEOUT or attempt == DDL_TRIES:
+                        raise
+                    self.echo(f"{statement.split(' ')[0]} waited {DDL_LOCK_WAIT_S} s for the table's metadata lock; "
+                              f"trying again ({attempt}/{DDL_TRIES})")
+            return DDL_TRIES
         finally:
             conn.close()
 
@@ -161,9 +186,10 @@ class TableMover:
     def copy(self) -> dict:
         t0 = time.monotonic()
         if self.flavor == Flavor.MYSQL:
-            self._sql(f"ALTER TABLE {self.t} TABLESPACE={_q(self.plan.tablespace_after)}, {ONLINE}")
-            return {"seconds": round(time.monotonic() - t0, 3)}
-        self._drop_shadow()  # an interrupted run's triggers and shadow (none the first time)
+            tries = self._ddl(f"ALTER TABLE {self.t} TABLESPACE={_q(self.plan.tablespace_after)}, {ONLINE}")
+            return {"seconds": round(time.monotonic() - t0, 3), "tries": tries}
+        if sum(r.state == "COPY" and r.event == "begin" for r in self.journal.records()) > 1:
+            self._drop_shadow()  # an interrupted run's triggers and shadow
         with self.spec.client_option_file() as defaults:
             res = ptosc.run(defaults, self.plan.schema, self.plan.table, self.plan.root, self.echo)
         return {"new_table": res.new_table, "seconds": round(res.seconds, 3), "tool_output": res.output_tail}
@@ -195,13 +221,13 @@ class TableMover:
         if self._read(lambda c: where.exists(c, self.plan.schema, self.old)):
             return {"seconds": 0.0, "how": "already swapped"}
         t0 = time.monotonic()
-        self._sql(f"RENAME TABLE {self.t} TO {s}.{_q(self.old)}, {s}.{new} TO {self.t}")
-        return {"seconds": round(time.monotonic() - t0, 3), "how": "RENAME TABLE"}
+        tries = self._ddl(f"RENAME TABLE {self.t} TO {s}.{_q(self.old)}, {s}.{new} TO {self.t}")
+        return {"seconds": round(time.monotonic() - t0, 3), "how": "RENAME TABLE", "tries": tries}
 
     def cleanup(self) -> dict:
         if self.flavor == Flavor.MARIADB:
             self._drop_triggers()
-            self._sql(f"DROP TABLE IF EXISTS {_q(self.plan.schema)}.{_q(self.old)}")
+            self._ddl(f"DROP TABLE IF EXISTS {_q(self.plan.schema)}.{_q(self.old)}")
         elif self.plan.going_home and self.plan.tablespace_before.startswith(TABLESPACE_PREFIX):
             if self._read(lambda c: _tablespace_exists(c, self.plan.tablespace_before)):
                 self._sql(f"DROP TABLESPACE {_q(self.plan.tablespace_before)}")
@@ -247,7 +273,7 @@ class TableMover:
     def _undo_tablespace(self) -> None:
         here = self.location()
         if here and here.space == self.plan.tablespace_after and here.space != self.plan.tablespace_before:
-            self._sql(f"ALTER TABLE {self.t} TABLESPACE={_q(self.plan.tablespace_before)}, {ONLINE}")
+            self._ddl(f"ALTER TABLE {self.t} TABLESPACE={_q(self.plan.tablespace_before)}, {ONLINE}")
         created = self.journal.data("PREPARE").get("created")
         if created and self._read(lambda c: _tablespace_exists(c, self.plan.tablespace_after)):
             self._sql(f"DROP TABLESPACE {_q(self.plan.tablespace_after)}")
@@ -256,14 +282,14 @@ class TableMover:
 
     def _drop_triggers(self) -> None:
         s = _q(self.plan.schema)
-        self._sql(*(f"DROP TRIGGER IF EXISTS {s}.{_q(n)}" for n in ptosc.trigger_names(self.plan.schema,
-                                                                                       self.plan.table)))
+        for name in ptosc.trigger_names(self.plan.schema, self.plan.table):
+            self._ddl(f"DROP TRIGGER IF EXISTS {s}.{_q(name)}")
 
     def _drop_shadow(self) -> None:
         """Triggers first: a client write must never fire a trigger into a shadow that is gone."""
         self._drop_triggers()
         for name in {self.shadow(), f"_{self.plan.table}_new"}:
-            self._sql(f"DROP TABLE IF EXISTS {_q(self.plan.schema)}.{_q(name)}")
+            self._ddl(f"DROP TABLE IF EXISTS {_q(self.plan.schema)}.{_q(name)}")
 
     def _expect_file(self, here: where.TableFile | None, table: str) -> None:
         want_dir = os.path.dirname(self.plan.file_after)

@@ -1,7 +1,8 @@
 """pt-online-schema-change as the copier for MariaDB: fill a shadow table, leave the swap to innotier.
 
 Run as ``--alter ENGINE=InnoDB`` (a rebuild that changes nothing but where the file is) with
-``--no-swap-tables --no-drop-new-table --no-drop-triggers``: the tool creates ``_<table>_new``, copies the
+``--no-swap-tables --no-drop-new-table --no-drop-triggers``: the tool creates the shadow (named by
+``--new-table-name``, unique to the move), copies the
 rows in chunks and keeps it in step through triggers on the original, then stops.  innotier proves the two
 equal and swaps them with its own atomic RENAME (``steps.py``).
 
@@ -20,8 +21,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from tuner.core.durable import write_atomic
 from tuner.core.errors import MoveError, ToolMissing
 
 TOOL = "pt-online-schema-change"
@@ -43,10 +47,11 @@ def tool() -> str:
     return exe
 
 
-def argv(defaults_file: str, schema: str, table: str, data_dir: str | None) -> list[str]:
-    """The command line: ``data_dir`` None moves the table home (the datadir)."""
+def argv(defaults_file: str, schema: str, table: str, data_dir: str | None, shadow: str) -> list[str]:
+    """The command line: ``data_dir`` None moves the table home (the datadir); ``shadow`` the copy's name."""
     where = ["--data-dir", data_dir] if data_dir else ["--remove-data-dir"]
     return [tool(), f"--defaults-file={defaults_file}", "--alter", "ENGINE=InnoDB", *where,
+            f"--new-table-name={shadow}",
             "--no-swap-tables", "--no-drop-new-table", "--no-drop-triggers", "--no-drop-old-table",
             "--recursion-method=none", "--no-check-replication-filters", "--tries", "create_triggers:30:0.5,copy_rows:20:0.5",
             # its trigger DDL waits at most 2 s for the table's metadata lock (queued clients wait behind it), retried
@@ -54,22 +59,28 @@ def argv(defaults_file: str, schema: str, table: str, data_dir: str | None) -> l
             "--print", "--execute", f"D={schema},t={table}"]
 
 
-def run(defaults_file: str, schema: str, table: str, data_dir: str | None, echo=lambda m: None) -> CopyResult:
-    import time
-
-    cmd = argv(defaults_file, schema, table, data_dir)
+def run(defaults_file: str, schema: str, table: str, data_dir: str | None, shadow: str, log: Path,
+        echo=lambda m: None) -> CopyResult:
+    """Run the tool; its whole output goes to ``log`` (0600: no credentials are in it, they are in the
+    defaults file) so a failure can be read after the fact."""
+    cmd = argv(defaults_file, schema, table, data_dir, shadow)
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+    write_atomic(log, proc.stdout + proc.stderr, mode=0o600)
     out = (proc.stdout + proc.stderr).splitlines()
     if proc.returncode != 0:
         last = next((ln.strip() for ln in reversed(out) if ln.strip()), "no output")
-        raise MoveError(f"{TOOL} failed on {schema}.{table} (exit {proc.returncode}): {last}; the table was not "
-                        "swapped: run `innotier table-move back` to remove what it left, or resume after the fix")
+        raise MoveError(f"{TOOL} failed on {schema}.{table} (exit {proc.returncode}): {last} (all of it in {log}); "
+                        "the table was not swapped: `innotier table-move resume` runs it again, `innotier "
+                        "table-move back` removes what it left")
     m = next((CREATED.search(ln) for ln in out if CREATED.search(ln)), None)
     if m is None:
         raise MoveError(f"{TOOL} did not say which shadow table it created for {schema}.{table}; its output ends "
                         f"with {out[-1] if out else 'nothing'!r}")
     new = m.group("table").strip("`")
+    if new != shadow:
+        raise MoveError(f"{TOOL} created {schema}.{new}, not {shadow} as asked; drop it and its triggers (`innotier "
+                        "table-move back`) and check the tool's version (percona-toolkit 3.2.1 is known to work)")
     echo(f"{TOOL} filled {schema}.{new} in {time.monotonic() - t0:.1f} s")
     return CopyResult(new, time.monotonic() - t0, out[-8:])
 

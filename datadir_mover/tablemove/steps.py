@@ -13,9 +13,9 @@ safe to run again:
 - VERIFY: the two tables' row digests in one consistent snapshot (MariaDB) must be equal, and the shadow's
   file must be on the tier; MySQL: the table's file is where the plan says and ``CHECK TABLE`` passes.  A
   mismatch stops the move before the swap; nothing clients see has changed.
-- SWAP: MariaDB ``RENAME TABLE t TO _t_old, _t_new TO t`` (atomic; skipped when ``_t_old`` exists, i.e. it
-  ran); MySQL: the ALTER already swapped.
-- CLEANUP: MariaDB drops the triggers, then ``_t_old``; MySQL going home drops the emptied tablespace; a move
+- SWAP: MariaDB ``RENAME TABLE t TO <old>, <shadow> TO t`` (atomic; skipped when <old> exists, i.e. it
+  ran; both names are unique to the move, ``plan.side_names``); MySQL: the ALTER already swapped.
+- CLEANUP: MariaDB drops the triggers, then <old>; MySQL going home drops the emptied tablespace; a move
   home retires the AppArmor rule of the move that took the table to the tier.
 - COMMIT: the table's file, read back from the server, is the planned one and exists on disk.
 
@@ -80,11 +80,11 @@ class TableMover:
         return f"{_q(self.plan.schema)}.{_q(self.plan.table)}"
 
     def shadow(self) -> str:
-        return self.journal.data("COPY").get("new_table") or f"_{self.plan.table}_new"
+        return self.plan.shadow_table
 
     @property
     def old(self) -> str:
-        return f"_{self.plan.table}_old"
+        return self.plan.old_table
 
     def _sql(self, *statements: str) -> None:
         conn = self.spec.with_database(None).connect()
@@ -191,7 +191,8 @@ class TableMover:
         if sum(r.state == "COPY" and r.event == "begin" for r in self.journal.records()) > 1:
             self._drop_shadow()  # an interrupted run's triggers and shadow
         with self.spec.client_option_file() as defaults:
-            res = ptosc.run(defaults, self.plan.schema, self.plan.table, self.plan.root, self.echo)
+            res = ptosc.run(defaults, self.plan.schema, self.plan.table, self.plan.root, self.shadow(),
+                            self.journal.dir / "pt-osc.log", self.echo)
         return {"new_table": res.new_table, "seconds": round(res.seconds, 3), "tool_output": res.output_tail}
 
     def verify(self) -> dict:
@@ -288,8 +289,7 @@ class TableMover:
     def _drop_shadow(self) -> None:
         """Triggers first: a client write must never fire a trigger into a shadow that is gone."""
         self._drop_triggers()
-        for name in {self.shadow(), f"_{self.plan.table}_new"}:
-            self._ddl(f"DROP TABLE IF EXISTS {_q(self.plan.schema)}.{_q(name)}")
+        self._ddl(f"DROP TABLE IF EXISTS {_q(self.plan.schema)}.{_q(self.shadow())}")
 
     def _expect_file(self, here: where.TableFile | None, table: str) -> None:
         want_dir = os.path.dirname(self.plan.file_after)

@@ -30,6 +30,17 @@ def _journals(innotier_home) -> list[str]:
     return sorted(os.listdir(d)) if d.is_dir() else []
 
 
+def _open_plan(innotier_home) -> dict:
+    """The plan of the newest table move (its shadow's name is unique to it)."""
+    newest = _journals(innotier_home)[-1]
+    return json.loads((innotier_home / "table-moves" / newest / "plan.json").read_text())
+
+
+def _no_side_tables(spec) -> bool:
+    return (sql(spec, "SHOW TABLES FROM tpcc LIKE '\\_district%'")[0] == []
+            and sql(spec, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'tpcc'")[0][0][0] == 0)
+
+
 @pytest.mark.root
 def test_move_onto_tmpfs_and_back_with_clients_running(tpcc_w1, shared_sandbox, tier, cli, innotier_home):
     spec = tpcc_w1
@@ -42,8 +53,9 @@ def test_move_onto_tmpfs_and_back_with_clients_running(tpcc_w1, shared_sandbox, 
     clients.wait_for_commits()
     first = clients.stop()
     assert first["errors"] == 0
-    assert checksum(spec, "tpcc.district") == checksum(spec, "tpcc._district_new")  # both sides, after the writes
-    assert file_of(spec, "tpcc", "_district_new") == os.path.join(tier, "tpcc", "_district_new.ibd")
+    shadow = _open_plan(innotier_home)["shadow_table"]
+    assert checksum(spec, "tpcc.district") == checksum(spec, f"tpcc.{shadow}")  # both sides, after the writes
+    assert file_of(spec, "tpcc", shadow) == os.path.join(tier, "tpcc", f"{shadow}.ibd")
 
     clients = Clients(shared_sandbox.name, spec)
     r = cli("table-move", "resume", "--json")
@@ -61,30 +73,29 @@ def test_move_onto_tmpfs_and_back_with_clients_running(tpcc_w1, shared_sandbox, 
     second = clients.stop()
     assert second["errors"] == 0
     assert file_of(spec, "tpcc", "district") == "./tpcc/district.ibd" and not os.path.exists(on_tier)
-    assert sql(spec, "SHOW TABLES FROM tpcc LIKE '\\_district%'")[0] == []
-    assert sql(spec, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'tpcc'")[0][0][0] == 0
+    assert _no_side_tables(spec)
     mvhelpers.data_consistent(spec)
     st = json.loads(cli("table-move", "status", "--json").stdout)
     assert {r["phase"] for r in st} == {"home"}
 
 
 @pytest.mark.root
-def test_a_shadow_that_differs_is_never_swapped(tpcc_w1, shared_sandbox, tier, cli):
+def test_a_shadow_that_differs_is_never_swapped(tpcc_w1, shared_sandbox, tier, cli, innotier_home):
     spec = tpcc_w1
     before = checksum(spec, "tpcc.district")
     r = cli("table-move", "apply", "tpcc.district", "--to", tier, "--sandbox", shared_sandbox.name, "--yes",
             "--i-accept-volatile", env={CRASH: "COPY:done"})
     assert r.returncode == -9, r.stderr
-    sql(spec, "UPDATE tpcc._district_new SET d_ytd = d_ytd + 1 WHERE d_id = 3")  # the fault: a wrong copy
+    shadow = _open_plan(innotier_home)["shadow_table"]
+    sql(spec, f"UPDATE tpcc.{shadow} SET d_ytd = d_ytd + 1 WHERE d_id = 3")  # the fault: a wrong copy
     r = cli("table-move", "resume")
     assert r.returncode == 7
-    assert r.stderr.strip().startswith("innotier: the copy _district_new differs from tpcc.district")
+    assert r.stderr.strip().startswith(f"innotier: the copy {shadow} differs from tpcc.district")
     assert file_of(spec, "tpcc", "district") == "./tpcc/district.ibd"  # not swapped
     assert checksum(spec, "tpcc.district") == before
     r = cli("table-move", "back", "--yes")
     assert r.returncode == 0, r.stderr
-    assert sql(spec, "SHOW TABLES FROM tpcc LIKE '\\_district%'")[0] == []
-    assert sql(spec, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'tpcc'")[0][0][0] == 0
+    assert _no_side_tables(spec)
     assert os.listdir(os.path.join(tier, "tpcc")) == []
 
 

@@ -102,8 +102,8 @@ def tablespace_name(schema: str, table: str) -> str:
 
 def side_names(table: str, move_id: str) -> tuple[str, str]:
     """The shadow's and the swapped-out original's names, unique to the move: a name an earlier move used can
-    still be held in a client session's metadata-lock cache (measured: CREATE TABLE of a reused `_stock_new`
-    waited 24 s under TPC-C), and a fresh name never is."""
+    still be metadata-locked by client sessions (measured under TPC-C: DROP and CREATE of a reused `_stock_new`
+    waited 24 s; docs/table-moves.md), and a fresh name never is."""
     token = move_id.rsplit("-", 1)[-1]
     base = table if len(table) <= 52 else hashlib.sha1(table.encode()).hexdigest()[:16]
     return f"_{base}_{token}_new", f"_{base}_{token}_old"

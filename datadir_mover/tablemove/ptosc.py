@@ -29,6 +29,10 @@ from tuner.core.durable import write_atomic
 from tuner.core.errors import MoveError, ToolMissing
 
 TOOL = "pt-online-schema-change"
+# Every DDL statement on the live table waits at most this long (seconds: lock_wait_timeout is whole seconds)
+# for its exclusive metadata lock, then gives up and is retried: while it waits, every new client statement on
+# the table waits behind it, so the wait is the stall clients see
+DDL_LOCK_WAIT_S = 1
 CREATED = re.compile(r"Created new table (?P<db>[^.\s]+)\.(?P<table>\S+) OK\.")
 TIMEOUT_S = 6 * 3600
 
@@ -53,9 +57,9 @@ def argv(defaults_file: str, schema: str, table: str, data_dir: str | None, shad
     return [tool(), f"--defaults-file={defaults_file}", "--alter", "ENGINE=InnoDB", *where,
             f"--new-table-name={shadow}",
             "--no-swap-tables", "--no-drop-new-table", "--no-drop-triggers", "--no-drop-old-table",
-            "--recursion-method=none", "--no-check-replication-filters", "--tries", "create_triggers:30:0.5,copy_rows:20:0.5",
-            # its trigger DDL waits at most 2 s for the table's metadata lock (queued clients wait behind it), retried
-            "--set-vars", "innodb_lock_wait_timeout=1,lock_wait_timeout=2",
+            "--recursion-method=none", "--no-check-replication-filters", "--tries", "create_triggers:60:0.5,copy_rows:20:0.5",
+            # its trigger DDL waits at most DDL_LOCK_WAIT_S for the metadata lock, then retries
+            "--set-vars", f"innodb_lock_wait_timeout=1,lock_wait_timeout={DDL_LOCK_WAIT_S}",
             "--print", "--execute", f"D={schema},t={table}"]
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -155,12 +156,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("INNOTIER_HOME", "/tmp/tmbench-home")
     name = f"tmbench-{args.server.replace('.', '')}"
     tier = os.path.join(tier_dir(args.tier), name)
-    os.makedirs(tier, exist_ok=True)
+    shutil.rmtree(tier, ignore_errors=True)  # the bench's own directory: what an earlier run left there
+    os.makedirs(tier)
     server = None if args.server == "mariadb-10.11" else args.server
     try:
         sbx.Sandbox.load(name).destroy(force=True)
     except Exception:
         pass
+    # a fresh sandbox of the same name: the journals of moves on the one it replaces are void (an interrupted one
+    # would otherwise be "unfinished" for the new sandbox)
+    shutil.rmtree(Path(os.environ["INNOTIER_HOME"], "table-moves"), ignore_errors=True)
     sb = sbx.create(name, page_size="16k", server=server, options={"innodb_buffer_pool_size": "256M"})
     sb.start()
     spec = sb.connection_spec()

@@ -32,6 +32,8 @@ COMMANDS: dict[str, Command] = {
     "tiers": Command("datadir_mover.tiers_cli", "detect, create, destroy and benchmark storage tiers"),
     "move": Command("datadir_mover.move_cli",
                     "relocate InnoDB components (datadir, redo, ibdata, undo, tmpdir) safely"),
+    "table-move": Command("datadir_mover.tablemove_cli",
+                          "move one table onto a tier (and back) online, clients running, under a journal"),
     "persist": Command("datadir_mover.persist_cli", "consistent copies of a volatile tier, restore after power loss"),
     "lab": Command("datadir_mover.lab_cli",
                    "a VM with real PMEM/DAX and md RAID drivers to rehearse tiers and moves"),

@@ -22,8 +22,10 @@ ER_LOCK_WAIT_TIMEOUT = 1205
 ER_LOCK_DEADLOCK = 1213
 ER_CHECKREAD = 1020  # "Record has changed since last read": MariaDB 11.6+ (innodb_snapshot_isolation=ON) aborts
                      # a repeatable-read transaction that would lock a row changed after its snapshot
+ER_TABLE_DEF_CHANGED = 1412  # "Table definition has changed, please retry transaction": a read view older than an
+                             # online rebuild of a table it reads (a table move), as the message says
 ER_SIGNAL_EXCEPTION = 1644  # an unhandled user SIGNAL SQLSTATE '45000' (the New-Order rollback)
-RETRYABLE = frozenset({ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK, ER_CHECKREAD})
+RETRYABLE = frozenset({ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK, ER_CHECKREAD, ER_TABLE_DEF_CHANGED})
 CONNECTION_LOST = frozenset({
     1053,  # ER_SERVER_SHUTDOWN
     1927,  # ER_CONNECTION_KILLED (MariaDB)

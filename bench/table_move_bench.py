@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""A table moved onto a RAM tier and back while the built-in TPC-C runs: what clients see.
+
+    .venv/bin/python bench/table_move_bench.py [--server mariadb-10.11|mariadb-11.8|mysql-9.7] [--table stock]
+        [--warehouses 1] [--clients 8] [--before 20] [--gap 10] [--tier DIR] [-o out.json]
+
+A fresh sandbox (256M buffer pool) is loaded with W warehouses; on MySQL its tier root is registered first
+(`table-move register-root`: the one restart, before any client runs).  TPC-C runs with 1-s intervals:
+``--before`` seconds untouched, then `innotier table-move apply` (a real CLI process) moves the table onto
+the tier, ``--gap`` seconds later `table-move back` brings it home, ``--gap`` seconds after that the run
+ends (SIGTERM, a clean partial result).  Printed: each move's duration and its copy and swap times; latency
+p99 of New-Order and Payment before the first move (exact, and the median 1-s interval p99) and during each
+move (exact over the window from the histograms' difference, and the worst 1-s interval overlapping it); failed transactions (errors) in the whole
+run and in the intervals overlapping each move, retries; server restarts (from Uptime); and the load
+average.  Figures, not assertions: on a shared machine say the load with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tuner.core import sandbox as sbx  # noqa: E402
+from tuner.core.measure import LatencyHistogram, Measurement  # noqa: E402
+from tuner.tpcc.config import RunConfig  # noqa: E402
+from tuner.tpcc.driver import run as tpcc_run  # noqa: E402
+from tuner.tpcc.loader import load  # noqa: E402
+
+OPS = ("new_order", "payment")
+
+
+def cli(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True, cwd=str(REPO))
+    if proc.returncode != 0:
+        return {"failed": f"innotier {' '.join(args[:3])} exited {proc.returncode}: {proc.stderr.strip()}"}
+    return json.loads(proc.stdout) if proc.stdout.strip().startswith(("{", "[")) else {}
+
+
+def uptime(spec) -> int:
+    conn = spec.connect()
+    cur = conn.cursor()
+    cur.execute("SHOW GLOBAL STATUS LIKE 'Uptime'")
+    value = int(cur.fetchone()[1])
+    conn.close()
+    return value
+
+
+def tier_dir(given: str | None) -> str:
+    if given:
+        return given
+    path = "/tmp/tmbench-tier"
+    os.makedirs(path, exist_ok=True)
+    if subprocess.run(["mountpoint", "-q", path]).returncode != 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2G", "tmpfs", path], check=True)
+    return path
+
+
+class Timeline:
+    """The run's 1-s interval points, each with the monotonic time it closed and the run's cumulative latency
+    histograms at that moment (so a window's exact percentiles are the difference of two of them)."""
+
+    def __init__(self, measurement: Measurement) -> None:
+        self.measurement = measurement
+        self.points: list[tuple[float, object]] = []
+        self.cumulative: list[tuple[float, dict[str, list[int]]]] = []
+        self.lock = threading.Lock()
+
+    def add(self, point) -> None:
+        now = time.monotonic()
+        counts = {op: list(self.measurement.all_latency[op].counts) for op in OPS}
+        with self.lock:
+            self.points.append((now, point))
+            self.cumulative.append((now, counts))
+
+    def exact_p99(self, start: float, end: float) -> dict[str, float | None]:
+        """p99 (ms) of every transaction that finished between the last point before ``start`` and the first
+        point after ``end``: exact up to the histogram's 1% buckets."""
+        first = max((c for at, c in self.cumulative if at <= start), key=lambda c: sum(c[OPS[0]]), default=None)
+        last = next((c for at, c in self.cumulative if at >= end), self.cumulative[-1][1] if self.cumulative else None)
+        out: dict[str, float | None] = {}
+        for op in OPS:
+            h = LatencyHistogram()
+            base = first[op] if first else [0] * len(last[op])
+            h.counts = [b - a for a, b in zip(base, last[op])]
+            h.count, h.max = sum(h.counts), float("inf")
+            out[op] = round(h.percentile(99.0) * 1000, 1) if h.count else None
+        return out
+
+    def measured_for(self, seconds: float) -> threading.Event:
+        ev = threading.Event()
+        threading.Thread(target=lambda: self._wait(seconds, ev), daemon=True).start()
+        return ev
+
+    def _wait(self, seconds: float, ev: threading.Event) -> None:
+        while True:
+            with self.lock:
+                if self.points and self.points[-1][1].t >= seconds:
+                    ev.set()
+                    return
+            time.sleep(0.2)
+
+    def window(self, start: float, end: float) -> list:
+        """Points whose interval overlaps [start, end] (monotonic)."""
+        return [p for at, p in self.points if at >= start and at - p.seconds <= end]
+
+    def before(self, start: float) -> list:
+        return [p for at, p in self.points if at <= start]
+
+
+def p99(points: list, op: str) -> list[float]:
+    return [p.latency_ms[op]["p99"] for p in points if p.latency_ms.get(op, {}).get("count")]
+
+
+def summary(points: list) -> dict:
+    out = {"errors": sum(p.errors for p in points), "retries": sum(p.retries for p in points)}
+    for op in OPS:
+        values = p99(points, op)
+        out[f"{op}_p99_ms_worst"] = round(max(values), 1) if values else None
+        out[f"{op}_p99_ms_median"] = round(statistics.median(values), 1) if values else None
+    return out
+
+
+def step_times(move_id: str, wall_start: float) -> dict[str, list[float]]:
+    """Each journal state's [begin, done] in seconds since the move's command started (from its journal)."""
+    path = Path(os.environ["INNOTIER_HOME"], "table-moves", move_id, "journal.log")
+    out: dict[str, list[float]] = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        out.setdefault(rec["state"], []).append(round(rec["at"] - wall_start, 2))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--server", default="mariadb-10.11", help="mariadb-10.11 (the host's), mariadb-11.8, mysql-9.7")
+    ap.add_argument("--table", default="stock")
+    ap.add_argument("--warehouses", type=int, default=1)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--before", type=float, default=20.0)
+    ap.add_argument("--gap", type=float, default=10.0)
+    ap.add_argument("--tier", help="the tier directory (default: a tmpfs mounted at /tmp/tmbench-tier)")
+    ap.add_argument("-o", "--output")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("INNOTIER_HOME", "/tmp/tmbench-home")
+    name = f"tmbench-{args.server.replace('.', '')}"
+    tier = os.path.join(tier_dir(args.tier), name)
+    shutil.rmtree(tier, ignore_errors=True)  # the bench's own directory: what an earlier run left there
+    os.makedirs(tier)
+    server = None if args.server == "mariadb-10.11" else args.server
+    try:
+        sbx.Sandbox.load(name).destroy(force=True)
+    except Exception:
+        pass
+    # a fresh sandbox of the same name: the journals of moves on the one it replaces are void (an interrupted one
+    # would otherwise be "unfinished" for the new sandbox)
+    shutil.rmtree(Path(os.environ["INNOTIER_HOME"], "table-moves"), ignore_errors=True)
+    sb = sbx.create(name, page_size="16k", server=server, options={"innodb_buffer_pool_size": "256M"})
+    sb.start()
+    spec = sb.connection_spec()
+    t0 = time.monotonic()
+    load(spec, warehouses=args.warehouses, database="tpcc", drop=True, progress=False)
+    print(f"{args.server} {sb.version}: loaded W={args.warehouses} in {time.monotonic() - t0:.0f} s; "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    if sb.flavor == "mysql":
+        reg = cli("table-move", "register-root", tier, "--sandbox", name, "--yes", "--json")
+        print(f"register-root: one restart, {reg['restart_s']:.1f} s, before the clients start", flush=True)
+    move_args = [f"tpcc.{args.table}", "--sandbox", name, "--yes", "--json"]
+    measurement = Measurement()
+    timeline, moves = Timeline(measurement), {}
+    up0 = uptime(spec)
+
+    def mover() -> None:
+        timeline.measured_for(args.before).wait()
+        for label, argv_ in (("in", ["apply", *move_args[:1], "--to", tier, "--i-accept-volatile", *move_args[1:]]),
+                             ("back", ["back", "--yes", "--json"])):
+            start, wall = time.monotonic(), time.time()
+            res = cli("table-move", *argv_)
+            if "failed" in res:  # said, and resumed as a DBA would (the journal knows where it stopped)
+                print(f"table_move_bench: {res['failed']}; resuming", flush=True)
+                res = {**cli("table-move", "resume", "--json"), "resumed_after": res["failed"]}
+            moves[label] = {"start": start, "wall": wall, "end": time.monotonic(), "result": res}
+            time.sleep(args.gap)  # clients run on the moved table before the next step
+        os.kill(os.getpid(), signal.SIGTERM)  # ends the run cleanly (partial result)
+
+    threading.Thread(target=mover, daemon=True).start()
+    cfg = RunConfig(clients=args.clients, warmup=5, duration=3600, interval=1.0)
+    wall0 = time.monotonic()
+    result = tpcc_run(spec, cfg, measurement, on_interval=timeline.add)
+    elapsed = time.monotonic() - wall0
+    restarts = 0 if uptime(spec) - up0 >= elapsed - 2 else 1
+    first = moves["in"]["start"] if "in" in moves else float("inf")
+    report = {"server": f"{args.server} {sb.version}", "table": args.table, "warehouses": args.warehouses,
+              "clients": args.clients, "run_errors": result.errors, "run_retries": result.retries,
+              "error_messages": result.extra.get("error_messages"),
+              "restarts": restarts, "before": {**summary(timeline.before(first)),
+                                                 "p99_ms": timeline.exact_p99(timeline.points[0][0], first)}, "moves": {},
+              "load_average_end": round(os.getloadavg()[0], 1)}
+    for label, m in moves.items():
+        r = m["result"]
+        report["moves"][label] = {"seconds": round(m["end"] - m["start"], 1), "copy_s": r.get("copy_s"),
+                                  "swap_s": r.get("swap_s"), "file": r.get("file"), "digest": r.get("digest"),
+                                  "steps_at_s": step_times(r["move_id"], m["wall"]) if "move_id" in r else None,
+                                  "resumed_after": r.get("resumed_after"),
+                                  "p99_ms": timeline.exact_p99(m["start"], m["end"]),
+                                  **summary(timeline.window(m["start"], m["end"]))}
+    report["timeline"] = [[round(at - first, 1), *(p.latency_ms.get(op, {}).get("p99") for op in OPS), p.errors]
+                          for at, p in timeline.points]  # [s since the first move started, NO p99, Pay p99, errors]
+    print(json.dumps({k: v for k, v in report.items() if k != "timeline"}, indent=2))
+    if args.output:
+        Path(args.output).write_text(json.dumps(report, indent=2))
+    sb.destroy(force=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""`innotier table-move plan|apply|resume|back|status|register-root`: move one table onto a tier online."""
+
+from __future__ import annotations
+
+import sys
+
+from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
+from tuner.core.errors import MoveError, UsageError
+
+from datadir_mover.tablemove import register as registermod
+from datadir_mover.tablemove import status as statusmod
+from datadir_mover.tablemove import store
+from datadir_mover.tablemove.plan import TableMoveRequest, TablePlan, build, render
+from datadir_mover.tablemove.steps import TableMover
+
+HELP = "move one table onto a tier (and back) online, clients running, under a journal"
+EPILOG = ("MySQL: a general tablespace in a root registered in innodb_directories (`register-root`, one restart), "
+          "ALTER TABLE ... TABLESPACE online.  MariaDB: pt-online-schema-change fills a shadow table in the root, "
+          "innotier proves it equal in one snapshot and swaps it with RENAME TABLE.  docs/table-moves.md")
+
+
+def _add_request_args(p) -> None:
+    p.add_argument("table", metavar="SCHEMA.TABLE", help="the table to move")
+    p.add_argument("--to", metavar="ROOT", help="the tier directory (on MySQL registered with `register-root`)")
+    p.add_argument("--allow-same-fs", action="store_true", help="allow a root on the table's file system (for tests)")
+    p.add_argument("--i-accept-volatile", action="store_true",
+                   help="a root on tmpfs/ramfs/zram without persistence: a power loss loses the table")
+    p.add_argument("--persist-backing", metavar="DIR", help="the `innotier persist` backing that keeps a volatile root")
+    p.add_argument("--json", action="store_true")
+    add_connection_args(p)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("table-move", help=HELP, description=HELP + ". " + EPILOG)
+    s = p.add_subparsers(dest="table_move_cmd", metavar="SUBCOMMAND")
+    s.required = True
+    pl = s.add_parser("plan", help="check the request and print what apply would do", epilog=EPILOG)
+    _add_request_args(pl)
+    pl.set_defaults(func=cmd_plan)
+    ap = s.add_parser("apply", help="move the table under a journal (asks first unless --yes)", epilog=EPILOG)
+    _add_request_args(ap)
+    ap.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    ap.set_defaults(func=cmd_apply)
+    rs = s.add_parser("resume", help="carry on an interrupted table move (or register-root) from its journal")
+    rs.add_argument("--id", help="the move (default: the only unfinished one)")
+    rs.add_argument("--json", action="store_true")
+    rs.set_defaults(func=cmd_resume)
+    bk = s.add_parser("back", help="undo an unfinished table move, or bring a moved table home to the datadir")
+    bk.add_argument("--id", help="the move (default: the only unfinished or committed one)")
+    bk.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    bk.add_argument("--json", action="store_true")
+    bk.set_defaults(func=cmd_back)
+    st = s.add_parser("status", help="table moves, and whether each moved table is still on its tier")
+    st.add_argument("--id", help="one move (default: all, newest first)")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_status)
+    rr = s.add_parser("register-root", help="MySQL: add a tier root to innodb_directories (one restart, once)")
+    rr.add_argument("root", metavar="ROOT")
+    rr.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    rr.add_argument("--json", action="store_true")
+    add_connection_args(rr)
+    rr.set_defaults(func=cmd_register_root)
+
+
+def _request(args) -> TableMoveRequest:
+    schema, dot, table = args.table.partition(".")
+    if not dot or not schema or not table:
+        raise UsageError(f"name the table as SCHEMA.TABLE (got {args.table!r})")
+    if not args.to:
+        raise UsageError("give the tier directory with --to ROOT (to bring a table home: `innotier table-move back`)")
+    return TableMoveRequest(schema=schema, table=table, root=args.to, allow_same_fs=args.allow_same_fs,
+                            accept_volatile=args.i_accept_volatile, persist_backing=args.persist_backing)
+
+
+def _echo(quiet: bool):
+    def echo(msg: str) -> None:
+        if not quiet:
+            print(f"innotier: {msg}", file=sys.stderr)
+    return echo
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"{question.rstrip('?')} needs confirmation; standard input is not a terminal, so pass --yes")
+    if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
+        raise MoveError("not confirmed; nothing was changed")
+
+
+def cmd_plan(args) -> int:
+    plan = build(_request(args), connection_from_args(args))
+    print_json(plan.to_dict()) if args.json else sys.stdout.write(render(plan))
+    return 0
+
+
+def cmd_apply(args) -> int:
+    plan = build(_request(args), connection_from_args(args))
+    return _carry_out(plan, args)
+
+
+def _carry_out(plan: TablePlan, args) -> int:
+    if not args.json:
+        sys.stdout.write(render(plan))
+        sys.stdout.flush()
+    _confirm(f"Move {plan.schema}.{plan.table} to {plan.root or 'the datadir'}?", args.yes)
+    result = TableMover.create(plan, _echo(args.json)).run()
+    _print_result(result, args.json)
+    return 0
+
+
+def _print_result(result: dict, as_json: bool) -> None:
+    if as_json:
+        print_json(result)
+        return
+    if "root" in result:
+        print(f"register-root {result['move_id']}: innodb_directories={result['innodb_directories']} "
+              f"(restart {result['restart_s']:.1f} s)")
+        return
+    print(f"table move {result['move_id']}: {result['table']} {result['phase']}, now in {result['file']}")
+    extra = f"; rows equal in one snapshot ({result['digest']})" if result.get("digest") else ""
+    print(f"  took {result['seconds']:.1f} s (copy {result['copy_s'] or 0:.1f} s, swap {result['swap_s'] or 0:.3f} s)"
+          + extra)
+
+
+def cmd_resume(args) -> int:
+    j = store.find(args.id, ("open",))
+    if j.plan().get("kind") == "register-root":
+        result = registermod.run(j, _echo(args.json))
+    else:
+        result = TableMover.open(j, _echo(args.json)).run()
+    _print_result(result, args.json)
+    return 0
+
+
+def cmd_back(args) -> int:
+    j = store.find(args.id, ("open", "committed"))
+    if j.plan().get("kind") == "register-root":
+        raise MoveError(f"{j.dir.name} registered a root; to unregister it remove "
+                        f"{j.plan()['option_file']} and restart the server")
+    mover = TableMover.open(j, _echo(args.json))
+    p = mover.plan
+    if store.phase(j) == "open":
+        _confirm(f"Undo table move {p.move_id} ({p.schema}.{p.table})?", args.yes)
+        result = mover.undo()
+        print_json(result) if args.json else print(f"table move {p.move_id}: undone; {p.schema}.{p.table} is in "
+                                                   f"{result['file']}")
+        return 0
+    request = TableMoveRequest(schema=p.schema, table=p.table, root=None, home_of=p.move_id,
+                               apparmor_root=p.request.get("apparmor_root", "/etc/apparmor.d"),
+                               sys_root=p.request.get("sys_root", "/sys"))
+    return _carry_out(build(request, p.connection_spec()), args)
+
+
+def cmd_status(args) -> int:
+    journals = [store.find(args.id, ())] if args.id else store.all_journals()
+    rows = [statusmod.status_of(j) for j in journals]
+    if args.json:
+        print_json(rows)
+    elif not rows:
+        print("no table moves yet")
+    else:
+        print_table(rows, ["move_id", "table", "to", "phase", "last", "where"], title="table moves", fold=("where",))
+        for r in rows:
+            if r.get("problem"):
+                print(f"{r['move_id']}: {r['problem']}")
+    return 1 if any(r.get("drifted") for r in rows) else 0
+
+
+def cmd_register_root(args) -> int:
+    p = registermod.plan(args.root, connection_from_args(args))
+    if not args.json:
+        sys.stdout.write(registermod.render(p))
+        sys.stdout.flush()
+    _confirm(f"Restart {p['control']['describe']} to register {p['root']}?", args.yes)
+    _print_result(registermod.apply(p, _echo(args.json)), args.json)
+    return 0

@@ -41,7 +41,7 @@ def test_switch_writes_the_dropin_and_the_rollback_after_a_failed_start_removes_
         plan.unit_sandbox = change.to_dict()
         plan.steps = planmod.steps_of(plan)
         shown = planmod.render(plan)
-        assert f"systemd unit mariadb.service: ProtectHome=yes hides /home/db/mysql" in shown
+        assert "systemd unit mariadb.service: ProtectHome=yes hides /home/db/mysql" in shown
         assert "ProtectHome=tmpfs" in shown and "BindPaths=/home/db/mysql" in shown
         assert f"systemd: write {change.dropin_path}, systemctl daemon-reload" in shown
 

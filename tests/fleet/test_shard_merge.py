@@ -75,7 +75,10 @@ def test_merged_percentiles_are_those_of_the_concatenated_samples():
         return [[(rng.choice(OPS), rng.lognormvariate(-5.5 + 0.3 * k, 0.9)) for _ in range(n)] for k in range(3)]
 
     a, b = draw(3000), draw(1700)
-    merged = merge_results([_shard_result(1, 2, b, 1e9), _shard_result(0, 2, a, 1e9)])
+    first, second = _shard_result(1, 2, b, 1e9), _shard_result(0, 2, a, 1e9)
+    first.extra["delivery_skipped_districts"], second.extra["delivery_skipped_districts"] = 3, 4
+    merged = merge_results([first, second])
+    assert merged.extra["delivery_skipped_districts"] == 7  # clause 2.7.4.2 counts every shard's skips
     for op in OPS:
         raw = sorted(s for iv in a + b for o, s in iv if o == op)
         concat = LatencyHistogram()

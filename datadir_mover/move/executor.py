@@ -25,12 +25,12 @@ from typing import Any, Callable
 from tuner.core.errors import InnotierError, MoveError
 from tuner.core.sandbox import on_destroy
 
-from datadir_mover.move import preflight
+from datadir_mover.move import preflight, side_files
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move import since_start
 from datadir_mover.move.copy import Manifest
 from datadir_mover.move.finalize_step import FinalizeStep
-from datadir_mover.move.journal import STATES, Journal, all_journals, moves_dir
+from datadir_mover.move.journal import STATES, Journal, State, all_journals, moves_dir
 from datadir_mover.move.offline_steps import OfflineSteps
 from datadir_mover.move.plan import Plan
 from datadir_mover.move.precopy_steps import PrecopySteps
@@ -42,7 +42,6 @@ from datadir_mover.move.timings import timings
 
 
 MAX_WRITE_BLOCK_S = 1.5  # longest block of commits before the stop (sample, flush, last pass): then the plain stop
-OPTIONS_FILE = "options.json"  # how this move was asked to run, beyond its plan
 
 
 class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeStep):
@@ -60,7 +59,7 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         self._copied: Manifest | None = None  # COPY's manifest, with the block digests it verified (memory only)
         self._verified_here = False  # this process ran VERIFY: it vouches for the target files whose stat held
         self.background_proof = True  # after START, hash the stopped source in a detached process (proof.py)
-        self.max_write_block_s = float((journal.load_json(OPTIONS_FILE) or {}).get("max_write_block_s",
+        self.max_write_block_s = float((journal.load_json(side_files.OPTIONS) or {}).get("max_write_block_s",
                                                                                      MAX_WRITE_BLOCK_S))
 
     @classmethod
@@ -70,7 +69,7 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         try:
             preflight.check_no_open_move(plan.server_key)  # again, under the lock: another apply may have begun
             journal = Journal.create(moves_dir() / plan.move_id, plan.to_dict())
-            journal.save_json(OPTIONS_FILE, {"max_write_block_s": max_write_block_s})
+            journal.save_json(side_files.OPTIONS, {"max_write_block_s": max_write_block_s})
         except BaseException:
             lock.release()
             raise
@@ -86,7 +85,7 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         """Run (or resume) the move until COMMIT; return the summary."""
         if self.journal.phase != "open":
             raise MoveError(f"move {self.plan.move_id} is {self.journal.phase.replace('_', ' ')}; nothing to resume")
-        if self.journal.last() and self.journal.last().state == "ROLLBACK":
+        if self.journal.last() and self.journal.last().state == State.ROLLBACK:
             raise MoveError(f"move {self.plan.move_id} was being rolled back; finish it with `innotier move rollback`")
         self.server_lock.acquire(self.plan.move_id)
         try:
@@ -96,7 +95,7 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
             raise
         try:
             while (state := self.journal.next_state()) is not None:
-                if state == "PRECOPY" and not self.plan.precopy:
+                if state == State.PRECOPY and not self.plan.precopy:
                     self.journal.begin(state, skipped=True)
                     self.journal.finish(state, skipped=True)
                     continue
@@ -123,7 +122,7 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
                 raise self._halt_after_start(state, exc) from None
             self._roll_back_after(state, exc)
         self.journal.finish(state, **data)
-        if state == "START" and self.background_proof and proofmod.pending(self.journal):
+        if state == State.START and self.background_proof and proofmod.pending(self.journal):
             proofmod.start_background(self.journal)
 
     def _halt_after_start(self, state: str, exc: BaseException) -> MoveHalted:
@@ -159,21 +158,21 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
     def summary(self) -> dict[str, Any]:
         return {"move_id": self.plan.move_id, "component": self.plan.component, "from": self.plan.source_dir,
                 "to": self.plan.target_dir, "phase": self.journal.phase, "state": self.journal.describe(),
-                "copy": self.journal.data("COPY"), "precopy": self.journal.data("PRECOPY"),
-                "verify_server": self.journal.data("VERIFY_SERVER"), **self.timings()}
+                "copy": self.journal.data(State.COPY), "precopy": self.journal.data(State.PRECOPY),
+                "verify_server": self.journal.data(State.VERIFY_SERVER), **self.timings()}
 
 
 # every state's handler, beside STATES (tests/move/test_executor_table.py checks that none is missing)
 HANDLERS: dict[str, Callable[[Executor], dict[str, Any] | None]] = {
-    "PLAN": Executor._do_plan,
-    "PRECOPY": Executor._do_precopy,
-    "SHUTDOWN": Executor._do_shutdown,
-    "COPY": Executor._do_copy,
-    "VERIFY": Executor._do_verify,
-    "SWITCH": Executor._do_switch,
-    "START": Executor._do_start,
-    "VERIFY_SERVER": Executor._do_verify_server,
-    "COMMIT": Executor._do_commit,
+    State.PLAN: Executor._do_plan,
+    State.PRECOPY: Executor._do_precopy,
+    State.SHUTDOWN: Executor._do_shutdown,
+    State.COPY: Executor._do_copy,
+    State.VERIFY: Executor._do_verify,
+    State.SWITCH: Executor._do_switch,
+    State.START: Executor._do_start,
+    State.VERIFY_SERVER: Executor._do_verify_server,
+    State.COMMIT: Executor._do_commit,
 }
 
 

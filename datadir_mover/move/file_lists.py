@@ -4,7 +4,7 @@ A move's copy is proven file by file, but only the files it copied; a file the s
 has (a table dropped while an interrupted move waited) or one put into the target by someone
 else would be carried into the server's datadir unseen.  At the switch (VERIFY, server stopped,
 before the server writes its own files into the target) the target's entries under the moved
-names are listed and saved (``TARGET_LIST``); the proof then names every entry that is on one
+names are listed and saved (``side_files.TARGET_LIST``); the proof then names every entry that is on one
 side only, or of another kind on each:
 
 - the source now (stopped) against the copy's manifest: files created or removed on the source;
@@ -17,13 +17,12 @@ from __future__ import annotations
 import os
 import stat
 
-from datadir_mover.move import components
+from datadir_mover.move import components, side_files
 from datadir_mover.move.copy import Manifest, walk
 from datadir_mover.move.journal import Journal
 from datadir_mover.move.plan import Plan
 from datadir_mover.move.stepbase import model_stub
 
-TARGET_LIST = "target-list.json"  # rel -> kind ("file", "dir", "symlink") of the target at the switch
 
 
 def moved_entries(plan: Plan, directory: str) -> list[tuple[str, os.stat_result]]:
@@ -42,7 +41,7 @@ def _kind(mode: int) -> str:
 def record(journal: Journal, plan: Plan, manifest: Manifest) -> list[tuple[str, str]]:
     """Save the target's list now (the switch); its differences from the manifest, (rel, why)."""
     listed = {rel: _kind(st.st_mode) for rel, st in moved_entries(plan, plan.target_dir)}
-    journal.save_json(TARGET_LIST, listed)
+    journal.save_json(side_files.TARGET_LIST, listed)
     return _target_differences(listed, plan, manifest)
 
 
@@ -51,7 +50,7 @@ def differences(journal: Journal, plan: Plan, manifest: Manifest) -> list[tuple[
     switch (a move recorded before the list was kept has only the source's side), against the manifest."""
     source = {rel: _kind(st.st_mode) for rel, st in moved_entries(plan, plan.source_dir)}
     out = _compare(source, manifest, "the source")
-    target = journal.load_json(TARGET_LIST)
+    target = journal.load_json(side_files.TARGET_LIST)
     if target is not None:
         out += [d for d in _target_differences(target, plan, manifest) if d not in out]
     return out

@@ -12,10 +12,10 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 from tuner.core.server import inspect
 
-from datadir_mover.move import components, placement, since_start, volatile
+from datadir_mover.move import components, placement, side_files, since_start, volatile
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.copy import Manifest, Tree
-from datadir_mover.move.journal import crash_point
+from datadir_mover.move.journal import State, crash_point
 
 
 class FinalizeStep:
@@ -30,7 +30,7 @@ class FinalizeStep:
         if self.journal.phase != "committed":
             raise MoveError(f"move {self.plan.move_id} is not committed ({self.journal.describe()}); only a committed "
                             "move's source can be removed")
-        resumed = bool(last and last.state == "FINALIZE")
+        resumed = bool(last and last.state == State.FINALIZE)
         if not resumed:
             self._require_proof()
             volatile.require_persistence(self.plan.target_dir, self.plan.move_id, persist_backing, accept_volatile)
@@ -38,11 +38,11 @@ class FinalizeStep:
         try:
             self._require_server_on_target()
             if not resumed:
-                self.journal.begin("FINALIZE")
-            manifest = Manifest.from_dict(self.journal.load_json("copy-manifest.json"))
+                self.journal.begin(State.FINALIZE)
+            manifest = Manifest.from_dict(self.journal.load_json(side_files.COPY_MANIFEST))
             removed, kept = self._remove_source(manifest)
             data = {"removed": removed, "kept": kept}
-            self.journal.finish("FINALIZE", **data)
+            self.journal.finish(State.FINALIZE, **data)
             return data
         finally:
             self.journal.unlock()

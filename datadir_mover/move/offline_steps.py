@@ -12,10 +12,10 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
 from datadir_mover import apparmor, unit_sandbox
-from datadir_mover.move import components, file_lists, good_copy, source_fingerprint
+from datadir_mover.move import components, file_lists, good_copy, side_files, source_fingerprint
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.copy import Manifest, Tree, copy_tree, recheck_sources, verify_tree, walk
-from datadir_mover.move.journal import crash_point
+from datadir_mover.move.journal import State, crash_point
 from datadir_mover.move.stepbase import MoveHalted, model_stub
 
 
@@ -23,10 +23,10 @@ class OfflineSteps:
     """COPY, VERIFY and SWITCH, and what they share (mixed into ``Executor``)."""
 
     def _do_copy(self) -> dict[str, Any]:
-        self._require_stopped("COPY")
+        self._require_stopped(State.COPY)
         self._ensure_target()
         if not components.get(self.plan.component).copies_files:
-            self.journal.save_json("copy-manifest.json", Manifest(self.plan.source_dir, self.plan.target_dir).to_dict())
+            self.journal.save_json(side_files.COPY_MANIFEST, Manifest(self.plan.source_dir, self.plan.target_dir).to_dict())
             return {"files": 0, "bytes": 0}
         prev = None
         if self.plan.precopy:  # the last pass's block digests: in memory, or as journaled after a restart
@@ -42,10 +42,10 @@ class OfflineSteps:
 
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=prev,
                                  progress=progress,
-                                 after_file=self._mid("COPY"), verify=True,
+                                 after_file=self._mid(State.COPY), verify=True,
                                  page_size=int(self.plan.server["page_size"]), stable=True,
                                  owned=self._moved_in_target())
-        self.journal.save_json("copy-manifest.json", manifest.to_dict())
+        self.journal.save_json(side_files.COPY_MANIFEST, manifest.to_dict())
         self._copied = manifest
         return {"files": st.files_copied, "bytes": st.bytes_copied, "files_delta": st.files_delta,
                 "bytes_read": read[0] - st.bytes_skipped,
@@ -53,15 +53,15 @@ class OfflineSteps:
                 "bytes_unchanged_since_precopy": st.bytes_skipped, "seconds": round(st.seconds, 3)}
 
     def _do_verify(self) -> dict[str, Any]:
-        self._require_stopped("VERIFY")
-        manifest = Manifest.from_dict(self.journal.load_json("copy-manifest.json"))
+        self._require_stopped(State.VERIFY)
+        manifest = Manifest.from_dict(self.journal.load_json(side_files.COPY_MANIFEST))
         changed = recheck_sources(manifest)
         if changed:
             raise MoveError(f"{len(changed)} source files changed while the server was stopped "
                             f"({', '.join(changed[:3])}); something else writes to {self.plan.source_dir}")
         t0 = time.monotonic()
         verify_tree(manifest)
-        self.journal.save_json("copy-manifest.json", manifest.to_dict())
+        self.journal.save_json(side_files.COPY_MANIFEST, manifest.to_dict())
         if self._copied is not None:  # the block digests the copy verified (memory only: a restart reads the target)
             manifest.blocks = self._copied.blocks
         proof = proofmod.record_at_switch(self.journal, self.plan, manifest)
@@ -71,7 +71,7 @@ class OfflineSteps:
                 "seconds": round(time.monotonic() - t0, 3), "proof": proof.status}
 
     def _do_switch(self) -> dict[str, Any]:
-        self._require_stopped("SWITCH")
+        self._require_stopped(State.SWITCH)
         good_copy.for_resume(self.journal, self.plan, self.echo)
         if components.get(self.plan.component).copies_files and not Path(self.plan.target_dir).is_dir():
             raise MoveHalted(f"the target {self.plan.target_dir} vanished after the copy was verified (a tier that "

@@ -28,6 +28,7 @@ from datadir_mover.move.control import (SandboxControl, SystemdControl, by_hand,
 from datadir_mover.move.copy import (REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes,
                                      walk)
 from datadir_mover.move.copy.blocks import data_extents  # the copy's own reading of the data regions
+from datadir_mover.move.journal import State
 from tuner.core.sandbox import Sandbox
 
 PLAN_VERSION = 1
@@ -433,10 +434,10 @@ def steps_of(plan: Plan) -> list[Step]:
     size = human_size(plan.bytes_logical)
     c = plan.control
     aa = plan.apparmor
-    steps = [Step("PLAN", "record the plan and the current option files",
+    steps = [Step(State.PLAN, "record the plan and the current option files",
                   f"journal in $INNOTIER_HOME/moves/{plan.move_id}/")]
     if plan.precopy:
-        steps.append(Step("PRECOPY", f"copy {files_words(plan.files)} ({size}) while the server runs, then again "
+        steps.append(Step(State.PRECOPY, f"copy {files_words(plan.files)} ({size}) while the server runs, then again "
                           "what changed, until the delta stops shrinking",
                           "each copy read back and checksummed; later passes rewrite only changed 64 KiB blocks"))
     stop = ("check the server is stopped (--no-shutdown)" if plan.no_shutdown else
@@ -447,17 +448,17 @@ def steps_of(plan: Plan) -> list[Step]:
                       f"(~{e.get('verify_sample_s', 0):.1f} s), then stop",
             "tables": f"checksum every InnoDB table with commits blocked "
                       f"(~{e.get('verify_tables_s', 0) / 2:.0f} s, writes blocked), then stop"}[plan.verify]
-    steps.append(Step("SHUTDOWN", lock, stop))
+    steps.append(Step(State.SHUTDOWN, lock, stop))
     if plan.names:
         what = "files changed since the pre-copy" if plan.precopy else f"{files_words(plan.files)} ({size})"
-        steps.append(Step("COPY", f"copy {what} to {plan.target_dir}, reading each copy back from the target "
+        steps.append(Step(State.COPY, f"copy {what} to {plan.target_dir}, reading each copy back from the target "
                           "and comparing xxh3-128 checksums",
                           "sparse-aware; fsync of every file and directory; owner, mode and mtime kept", True))
-        steps.append(Step("VERIFY", "confirm no source file changed during the copy and no copy since its read-back",
+        steps.append(Step(State.VERIFY, "confirm no source file changed during the copy and no copy since its read-back",
                           "a copy changed since is read back again", True))
     else:
-        steps.append(Step("COPY", f"create {plan.target_dir}", "nothing to copy: temporary files only", True))
-        steps.append(Step("VERIFY", "check the directory exists with the right owner", "", True))
+        steps.append(Step(State.COPY, f"create {plan.target_dir}", "nothing to copy: temporary files only", True))
+        steps.append(Step(State.VERIFY, "check the directory exists with the right owner", "", True))
     aa_line = {"apply": f"AppArmor: add rules to {aa['local_path']} and reload",
                "write": f"AppArmor: add rules to {aa['local_path']} (not active here: not loaded)",
                "none": "AppArmor: no change"}[aa["action"]]
@@ -471,18 +472,18 @@ def steps_of(plan: Plan) -> list[Step]:
     if plan.placement_after is not None and plan.variable not in placement.parse(plan.placement_after):
         write = f"remove {plan.variable} from {plan.placement_file} (the server's own configuration places it there)"
     how = "atomic (write, fsync, rename, fsync dir)" if plan.placement_after is not None else "unlink, fsync dir"
-    steps.append(Step("SWITCH", write,
+    steps.append(Step(State.SWITCH, write,
                       f"{how}{rec}; owner {plan.owner['user']} "
                       f"mode {plan.owner['mode']:04o} on {plan.target_dir}; {aa_line}{_unit_line(plan)}", True))
-    steps.append(Step("START", "start the server", c["start_hint"]))
+    steps.append(Step(State.START, "start the server", c["start_hint"]))
     after = {"files": ("server up and reports the new path", "no table reads; writes allowed from the start"),
              "sample": ("server up, reports the new path, every table's sample equal",
                         f"no lock: writes allowed from the start (~{e.get('verify_sample_s', 0):.1f} s)"),
              "tables": ("server up, reports the new path, every table's checksum equal",
                         f"under a read lock from the start (~{e.get('verify_tables_s', 0) / 2:.0f} s); "
                         "TPC-C consistency checks when a tpcc schema is present")}[plan.verify]
-    steps.append(Step("VERIFY_SERVER", *after))
-    steps.append(Step("COMMIT", "record success",
+    steps.append(Step(State.VERIFY_SERVER, *after))
+    steps.append(Step(State.COMMIT, "record success",
                       f"the source stays until `innotier move finalize --id {plan.move_id}`"))
     return steps
 

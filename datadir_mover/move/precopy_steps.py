@@ -9,9 +9,9 @@ from typing import Any
 from tuner.core.sandbox import SandboxState
 from tuner.core.units import human_size
 
-from datadir_mover.move import preflush
+from datadir_mover.move import preflush, side_files
 from datadir_mover.move.copy import Manifest, copy_tree
-from datadir_mover.move.journal import crash_point
+from datadir_mover.move.journal import State, crash_point
 from datadir_mover.move.plan import TYPICAL_START_S
 from datadir_mover.move.stepdata import PrecopyData
 
@@ -70,7 +70,7 @@ class PrecopySteps:
         self._save_precopy(manifest)
         if "preflush" in flushed:  # the passes are over: the server gets its own flush settings back at once
             flushed["preflush"]["settings_restored"] = self._restore_flush_settings(
-                self.journal.load_json("flush-settings.json"))
+                self.journal.load_json(side_files.FLUSH_SETTINGS))
         final = passes[-1]
         rate = self.plan.estimates.get("copy_rate_bytes_per_s") or 100e6
         # the offline delta rewrites about what the last online pass rewrote (the blocks written during one
@@ -91,7 +91,7 @@ class PrecopySteps:
         floor, log_floor, log_now = self._lsns()  # before the pass reads anything (copy.stale_pages)
         manifest, st = copy_tree(self.plan.source_dir, self.plan.target_dir, entries, previous=manifest,
                                  progress=self.progress(what, total),
-                                 after_file=self._mid("PRECOPY") if n == 1 else None, verify=True,
+                                 after_file=self._mid(State.PRECOPY) if n == 1 else None, verify=True,
                                  lsn_floor=floor, log_floor=log_floor, log_now=log_now, page_size=page_size,
                                  owned=self._moved_in_target())
         self.echo(f"pre-copy pass {n}: {st.files_copied} files changed, {human_size(st.bytes_copied)} written "
@@ -146,15 +146,15 @@ class PrecopySteps:
 
     def _save_precopy(self, manifest: Manifest) -> None:
         """Journal a pass: its manifest and block digests, so a restarted mover's delta rewrites changed blocks only."""
-        self.journal.save_json("precopy-manifest.json", manifest.to_dict())
-        self.journal.save_json("precopy-blocks.json", {rel: b.hex() for rel, b in manifest.blocks.items()})
+        self.journal.save_json(side_files.PRECOPY_MANIFEST, manifest.to_dict())
+        self.journal.save_json(side_files.PRECOPY_BLOCKS, {rel: b.hex() for rel, b in manifest.blocks.items()})
 
     def _saved_precopy(self) -> Manifest | None:
-        saved = self.journal.load_json("precopy-manifest.json")
+        saved = self.journal.load_json(side_files.PRECOPY_MANIFEST)
         if saved is None:
             return None
         manifest = Manifest.from_dict(saved)
-        manifest.blocks = {rel: bytes.fromhex(h) for rel, h in (self.journal.load_json("precopy-blocks.json")
+        manifest.blocks = {rel: bytes.fromhex(h) for rel, h in (self.journal.load_json(side_files.PRECOPY_BLOCKS)
                                                                  or {}).items()}
         return manifest
 
@@ -165,7 +165,7 @@ class PrecopySteps:
         resumed SHUTDOWN (or a rollback) restores those and not this step's own.
         """
         spec = self.plan.connection_spec()
-        saved = self.journal.load_json("flush-settings.json")
+        saved = self.journal.load_json(side_files.FLUSH_SETTINGS)
         try:
             if saved is None:
                 conn = spec.with_database(None).connect(connection_timeout=5)
@@ -173,7 +173,7 @@ class PrecopySteps:
                     saved = preflush.read_settings(conn)
                 finally:
                     conn.close()
-                self.journal.save_json("flush-settings.json", saved)
+                self.journal.save_json(side_files.FLUSH_SETTINGS, saved)
             result = preflush.flush(spec, int(self.plan.server["page_size"]), limit_s, echo=self.echo)
         except Exception as exc:  # noqa: BLE001 - the flush only saves shutdown time: without it the stop flushes
             data["preflush"] = {"skipped": str(exc)}

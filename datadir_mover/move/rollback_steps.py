@@ -12,10 +12,11 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
 from datadir_mover import apparmor, unit_sandbox
-from datadir_mover.move import components, good_copy, since_start, verify
+from datadir_mover.move import components, good_copy, side_files, since_start, verify
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.stepbase import model_stub
 from datadir_mover.move.benign import Evidence
+from datadir_mover.move.journal import State
 
 
 class RollbackSteps:
@@ -28,7 +29,7 @@ class RollbackSteps:
         aa = self.plan.apparmor_change()
         if aa.local_path and Path(aa.local_path).exists():
             before["apparmor_local"] = Path(aa.local_path).read_text()
-        self.journal.save_json("before.json", before)
+        self.journal.save_json(side_files.BEFORE, before)
         return {}
 
     def refuse_if_closed(self, discard_writes_since_start: bool = False) -> None:
@@ -52,7 +53,7 @@ class RollbackSteps:
                  discard_writes_since_start: bool = False) -> dict[str, Any]:
         self.refuse_if_closed(discard_writes_since_start)
         may_have_written = since_start.accepted_on_target(self.journal) or (
-            self.journal.began("START") and self.control.state() == SandboxState.RUNNING)  # started, then killed
+            self.journal.began(State.START) and self.control.state() == SandboxState.RUNNING)  # started, then killed
         if may_have_written and not discard_writes_since_start:
             cost = since_start.writes_since_start(self.journal, self.plan.connection_spec()).text()
             raise MoveError(f"{self.control.describe()} has accepted connections on {self.plan.target_dir}: rolling "
@@ -69,13 +70,13 @@ class RollbackSteps:
             self.server_lock.release()
 
     def _rollback(self, reason: str) -> dict[str, Any]:
-        if not self.journal.began("ROLLBACK"):  # an interrupted rollback already removed what it removes
+        if not self.journal.began(State.ROLLBACK):  # an interrupted rollback already removed what it removes
             good_copy.for_rollback(self.journal, self.plan)
-        self.journal.begin("ROLLBACK", reason=reason)
-        switched = self.journal.began("SWITCH")
+        self.journal.begin(State.ROLLBACK, reason=reason)
+        switched = self.journal.began(State.SWITCH)
         # the "before" checksums still describe the old files only if the server stopped while the read lock
         # was held (SHUTDOWN done, or begun and the server is found stopped); otherwise writes may have followed
-        frozen = self.journal.done("SHUTDOWN") or (self.journal.began("SHUTDOWN") and
+        frozen = self.journal.done(State.SHUTDOWN) or (self.journal.began(State.SHUTDOWN) and
                                                    (switched or self.control.state() != SandboxState.RUNNING))
         if switched:
             if self.control.state() == SandboxState.RUNNING:
@@ -97,23 +98,23 @@ class RollbackSteps:
         if self.control.state() == SandboxState.RUNNING:
             self._wait_accepting()
             if not started:  # it kept running since SHUTDOWN's pre-flush: give it its own flush settings back
-                self._restore_flush_settings(self.journal.load_json("flush-settings.json"))
-            before = self.journal.load_json("checksums-before.json") if frozen and started else None
+                self._restore_flush_settings(self.journal.load_json(side_files.FLUSH_SETTINGS))
+            before = self.journal.load_json(side_files.CHECKSUMS_BEFORE) if frozen and started else None
             if before is not None and self.plan.verify == "tables":
                 self._take_read_lock()
             try:
                 result = verify.check_server(self.plan.connection_spec(), self.plan.component, self.plan.source_dir,
                                              before, self.plan.verify,
-                                             Evidence.of_move(self.journal.data("SHUTDOWN"), False, on_source=True))
+                                             Evidence.of_move(self.journal.data(State.SHUTDOWN), False, on_source=True))
             finally:
                 self._release_read_lock()
             verify.require_ok(result, self.plan.component, self.plan.source_dir)
             check = result.to_dict()
-        self.journal.finish("ROLLBACK", removed=removed, started=started, check=check)
+        self.journal.finish(State.ROLLBACK, removed=removed, started=started, check=check)
         return {"removed": removed, "started": started, "check": check}
 
     def _restore_before(self) -> None:
-        before = self.journal.load_json("before.json") or {"placement": self.plan.placement_before, "records": {}}
+        before = self.journal.load_json(side_files.BEFORE) or {"placement": self.plan.placement_before, "records": {}}
         pf = Path(self.plan.placement_file)
         if before.get("placement") is None:
             if pf.exists():
@@ -154,9 +155,9 @@ class RollbackSteps:
         """The server is gone for good (its sandbox is being destroyed): remove what the move put in the target."""
         self.journal.lock()
         try:
-            self.journal.begin("CLOSE", reason=reason)
+            self.journal.begin(State.CLOSE, reason=reason)
             removed = self._remove_target()
-            self.journal.finish("CLOSE", removed=removed)
+            self.journal.finish(State.CLOSE, removed=removed)
         finally:
             self.journal.unlock()
         return {"move_id": self.plan.move_id, "component": self.plan.component, "target_dir": self.plan.target_dir,

@@ -9,16 +9,15 @@ from tuner.core.errors import InnotierError, MoveError
 from tuner.core.server import fetch_status
 from tuner.core.sandbox import SandboxState, port_in_use
 
+from datadir_mover.move import atstop, good_copy, preflush, sample, side_files, since_start, target_check, verify
 from datadir_mover.move import proof as proofmod
-from datadir_mover.move import atstop, good_copy, preflush, sample, since_start, target_check, verify
 from datadir_mover.move.benign import Evidence
 from datadir_mover.move.copy import Manifest
-from datadir_mover.move.journal import crash_point
+from datadir_mover.move.journal import State, crash_point
 from datadir_mover.move.stepbase import MoveHalted
 from datadir_mover.move.stepdata import PrecopyData
 
 
-TARGET_STARTED = "target-started.json"  # written right before the first start on the target
 LOCK_WAIT_S = 5  # the commit block waits at most this long for a lock (FTWRL queues behind a long query)
 ER_LOCK_WAIT_TIMEOUT = 1205
 
@@ -58,8 +57,8 @@ class ServerSteps:
                 raise
             self._release_read_lock()
         data["stopped_at"] = time.time()
-        self._require_stopped("SHUTDOWN")
-        if self.journal.load_json("checksums-before.json") is None and self.plan.verify != "files":
+        self._require_stopped(State.SHUTDOWN)
+        if self.journal.load_json(side_files.CHECKSUMS_BEFORE) is None and self.plan.verify != "files":
             data["note"] = "the server was already stopped: no table checksums from before the move"
         return data
 
@@ -88,16 +87,16 @@ class ServerSteps:
 
     def _check_copies_before_start(self) -> dict[str, Any]:
         """Every start: the source not moved on (``good_copy``), the target as VERIFY read it back
-        (``target_check``).  Once a start was tried (``TARGET_STARTED``) the server may have run on the target, so
+        (``target_check``).  Once a start was tried (``side_files.TARGET_STARTED``) the server may have run on the target, so
         its files and the ones it shares with the source's placement (a datadir's redo log) may differ by right."""
-        tried = self.journal.load_json(TARGET_STARTED) is not None
+        tried = self.journal.load_json(side_files.TARGET_STARTED) is not None
         good_copy.for_resume(self.journal, self.plan, self.echo, moved_only=tried)
         checked: dict[str, Any] = {}
-        saved = self.journal.load_json("copy-manifest.json")
+        saved = self.journal.load_json(side_files.COPY_MANIFEST)
         if not tried and saved is not None:
             checked = target_check.require_as_verified(self.plan, Manifest.from_dict(saved),
                                                        vouched=self._verified_here)
-        self.journal.save_json(TARGET_STARTED, {"at": time.time()})
+        self.journal.save_json(side_files.TARGET_STARTED, {"at": time.time()})
         return checked
 
     def _do_verify_server(self) -> dict[str, Any]:
@@ -106,7 +105,7 @@ class ServerSteps:
         A failure here halts instead of rolling back: the server has been up on the new
         location, and only the operator can tell a client's write from damage.
         """
-        before = self.journal.load_json("checksums-before.json")
+        before = self.journal.load_json(side_files.CHECKSUMS_BEFORE)
         spec = self.plan.connection_spec()
         if self._lock_conn is None and self.plan.verify == "tables":
             self._take_read_lock()
@@ -128,7 +127,7 @@ class ServerSteps:
 
     def _check_on_target(self, spec, before) -> "verify.ServerCheck":
         proof = proofmod.Proof.load(self.journal)
-        evidence = Evidence.of_move(self.journal.data("SHUTDOWN"), self.plan.precopy,
+        evidence = Evidence.of_move(self.journal.data(State.SHUTDOWN), self.plan.precopy,
                                     proof.status if proof is not None else None)
         return verify.check_server(spec, self.plan.component, self.plan.target_dir, before, self.plan.verify, evidence)
 
@@ -137,7 +136,7 @@ class ServerSteps:
         try:
             self._lock_conn, sums = self._block_and_read()
         except InnotierError:
-            if self.journal.load_json("checksums-before.json") is not None:
+            if self.journal.load_json(side_files.CHECKSUMS_BEFORE) is not None:
                 return  # resumed while the server was already shutting down: the saved values stand
             raise
         except Exception as exc:  # noqa: BLE001 - only the lock wait is expected here; anything else is raised
@@ -147,7 +146,7 @@ class ServerSteps:
                              "lock): plain stop, no sample before it")
             self.echo(data["block"])
             return
-        self.journal.save_json("checksums-before.json", sums)
+        self.journal.save_json(side_files.CHECKSUMS_BEFORE, sums)
         data["tables"] = len(sums)
         data["read_seconds"] = round(time.monotonic() - t0, 3)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
-from datadir_mover.move.journal import Journal
+from datadir_mover.move.journal import Journal, State
 
 T = TypeVar("T", bound="StepView")
 
@@ -28,14 +28,14 @@ class StepView:
 
 @dataclass
 class PrecopyData(StepView):
-    STATE: ClassVar[str] = "PRECOPY"
+    STATE: ClassVar[str] = State.PRECOPY
     passes: list[dict[str, Any]] = field(default_factory=list)
     preflush: dict[str, Any] | None = None
 
 
 @dataclass
 class ShutdownData(StepView):
-    STATE: ClassVar[str] = "SHUTDOWN"
+    STATE: ClassVar[str] = State.SHUTDOWN
     stop_began_at: float = 0.0
     stopped_at: float = 0.0
     read_lock_at: float = 0.0
@@ -47,6 +47,6 @@ class ShutdownData(StepView):
 
 @dataclass
 class StartData(StepView):
-    STATE: ClassVar[str] = "START"
+    STATE: ClassVar[str] = State.START
     started_at: float = 0.0
     start_seconds: float = 0.0

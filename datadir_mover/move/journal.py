@@ -52,7 +52,6 @@ OOM kill looks like to the journal.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -65,6 +64,7 @@ from typing import Any
 
 from tuner.core.durable import append_line_durable, write_json_atomic
 from tuner.core.errors import MoveError
+from tuner.core.filelock import set_holder, try_lock
 from tuner.core.paths import innotier_home
 
 from datadir_mover.move import side_files
@@ -276,15 +276,11 @@ class Journal:
     # -- one worker at a time ----------------------------------------------------
 
     def lock(self) -> None:
-        fd = os.open(self.dir / side_files.WORK_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = try_lock(self.dir / side_files.WORK_LOCK)
+        if fd is None:
             raise MoveError(f"move {self.dir.name} is being worked on by another innotier process; "
-                            "wait for it to finish (see `innotier move status`)") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+                            "wait for it to finish (see `innotier move status`)")
+        set_holder(fd, str(os.getpid()))
         self._lock_fd = fd
 
     def unlock(self) -> None:

@@ -33,7 +33,6 @@ and saves its progress after every file, so when it dies `move status` starts it
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Callable
 
 from tuner.core.errors import MoveError
+from tuner.core.filelock import try_lock
 
 from datadir_mover.move import file_lists, side_files, source_fingerprint
 from datadir_mover.move.copy import BLOCK, Manifest, file_blocks
@@ -240,13 +240,7 @@ def _hash_source(journal: Journal, plan: Plan, proof: Proof, rate: int) -> Proof
 
 
 def _lock(journal: Journal, wait: bool) -> int | None:
-    fd = os.open(journal.dir / side_files.PROOF_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    return try_lock(journal.dir / side_files.PROOF_LOCK, wait)
 
 
 def pending(journal: Journal) -> bool:

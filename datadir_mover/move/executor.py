@@ -3,9 +3,11 @@
 Every state's work is idempotent (see ``journal.py`` for the contract), so ``resume``
 simply runs the first state that is not ``done``.  Each state's handler is named in
 ``HANDLERS`` (beside ``journal.STATES``); the handlers live with their kind of work:
-``precopy_steps`` (online passes, pre-flush, the last pass under the block),
-``server_steps`` (SHUTDOWN, START, VERIFY_SERVER), ``offline_steps`` (COPY, VERIFY,
-SWITCH), ``rollback_steps`` (PLAN, ROLLBACK, CLOSE) and ``finalize_step``.
+``precopy_steps`` (online passes, the pre-flush between them), ``shutdown_step`` (SHUTDOWN:
+flush, block, sample, the last pass under the block, stop), ``offline_steps`` (COPY, VERIFY,
+SWITCH), ``server_steps`` (START, VERIFY_SERVER), ``rollback_steps`` (PLAN, ROLLBACK, CLOSE)
+and ``finalize_step``; what several share has its own module (``flush_settings``,
+``read_lock``).
 
 A failure inside a step rolls the move back automatically (server back on the old
 location, verified) until the server has accepted connections on the target; from then on
@@ -35,8 +37,10 @@ from datadir_mover.move.offline_steps import OfflineSteps
 from datadir_mover.move.plan import Plan
 from datadir_mover.move.precopy_steps import PrecopySteps
 from datadir_mover.move.rollback_steps import RollbackSteps
+from datadir_mover.move.read_lock import ReadLock
 from datadir_mover.move.server_lock import ServerLock
 from datadir_mover.move.server_steps import ServerSteps
+from datadir_mover.move.shutdown_step import ShutdownStep
 from datadir_mover.move.stepbase import Echo, MoveHalted, ProgressFactory, no_progress, quiet
 from datadir_mover.move.timings import timings
 
@@ -44,7 +48,7 @@ from datadir_mover.move.timings import timings
 MAX_WRITE_BLOCK_S = 1.5  # longest block of commits before the stop (sample, flush, last pass): then the plain stop
 
 
-class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeStep):
+class Executor(PrecopySteps, ShutdownStep, ServerSteps, OfflineSteps, RollbackSteps, FinalizeStep):
     def __init__(self, plan: Plan, journal: Journal, echo: Echo = quiet, progress: ProgressFactory = no_progress,
                  on_state: Callable[[str], None] | None = None):
         self.on_state = on_state or (lambda state: None)  # observers (progress displays, benchmarks)
@@ -53,7 +57,7 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         self.echo = echo
         self.progress = progress
         self.control = plan.control_obj()
-        self._lock_conn = None
+        self.read_lock = ReadLock(plan.connection_spec)  # the commit block, while this mover holds it
         self.server_lock = ServerLock(plan.server_key)  # one move per server: held while this mover works
         self._precopy: Manifest | None = None  # the last pre-copy pass, with its block digests (memory only)
         self._copied: Manifest | None = None  # COPY's manifest, with the block digests it verified (memory only)
@@ -102,7 +106,7 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
                 self._run_state(state)
             return self.summary()
         finally:
-            self._release_read_lock()
+            self.read_lock.release()
             self.journal.unlock()
             self.server_lock.release()
 
@@ -114,10 +118,10 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         try:
             data = handler(self) or {}
         except MoveHalted:
-            self._release_read_lock()
+            self.read_lock.release()
             raise
         except (InnotierError, OSError) as exc:
-            self._release_read_lock()
+            self.read_lock.release()
             if since_start.accepted_on_target(self.journal):
                 raise self._halt_after_start(state, exc) from None
             self._roll_back_after(state, exc)

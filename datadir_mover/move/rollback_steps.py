@@ -12,7 +12,7 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
 from datadir_mover import apparmor, unit_sandbox
-from datadir_mover.move import components, good_copy, side_files, since_start, verify
+from datadir_mover.move import components, flush_settings, good_copy, side_files, since_start, verify
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.stepbase import model_stub
 from datadir_mover.move.benign import Evidence
@@ -98,16 +98,16 @@ class RollbackSteps:
         if self.control.state() == SandboxState.RUNNING:
             self._wait_accepting()
             if not started:  # it kept running since SHUTDOWN's pre-flush: give it its own flush settings back
-                self._restore_flush_settings(self.journal.load_json(side_files.FLUSH_SETTINGS))
+                flush_settings.put_back(self.plan, self.control, self.echo, flush_settings.saved(self.journal))
             before = self.journal.load_json(side_files.CHECKSUMS_BEFORE) if frozen and started else None
             if before is not None and self.plan.verify == "tables":
-                self._take_read_lock()
+                self.read_lock.take()
             try:
                 result = verify.check_server(self.plan.connection_spec(), self.plan.component, self.plan.source_dir,
                                              before, self.plan.verify,
                                              Evidence.of_move(self.journal.data(State.SHUTDOWN), False, on_source=True))
             finally:
-                self._release_read_lock()
+                self.read_lock.release()
             verify.require_ok(result, self.plan.component, self.plan.source_dir)
             check = result.to_dict()
         self.journal.finish(State.ROLLBACK, removed=removed, started=started, check=check)

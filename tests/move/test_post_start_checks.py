@@ -210,13 +210,13 @@ def _damage_before_start(plan, monkeypatch) -> None:
 @pytest.mark.parametrize("verify_mode", ["sample", "tables"])
 def test_damage_on_the_target_halts_the_move_while_a_commit_waits_at_the_stop(verify_mode, clone, mv_tiers,
                                                                              monkeypatch):
-    from datadir_mover.move import server_steps
+    from datadir_mover.move import shutdown_step
 
     sb = clone(f"mv-dmg-{verify_mode}")
     spec = sb.connection_spec()
     _schema(spec)
     pending: list[mvhelpers.PendingCommit] = []
-    hook = server_steps.crash_point
+    hook = shutdown_step.crash_point
 
     def at_point(name: str) -> None:  # the commit arrives while the block is held, before the stop
         if name == "SHUTDOWN:mid":
@@ -224,7 +224,7 @@ def test_damage_on_the_target_halts_the_move_while_a_commit_waits_at_the_stop(ve
             pending[0].start_waiting(spec)
         hook(name)
 
-    monkeypatch.setattr(server_steps, "crash_point", at_point)
+    monkeypatch.setattr(shutdown_step, "crash_point", at_point)
     ex, plan = _datadir_move(sb, os.path.join(mv_tiers["tmpfs"], f"dmg-{verify_mode}"), None, verify_mode)
     _damage_before_start(plan, monkeypatch)
     with pytest.raises(MoveHalted) as halted:

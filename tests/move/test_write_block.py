@@ -50,7 +50,7 @@ def test_block_that_cannot_be_taken_in_lock_wait_timeout_falls_back_to_the_plain
     session), then stops without a sample instead of queueing behind it with every commit."""
     from datadir_mover.move import plan as planmod
     from datadir_mover.move.executor import Executor
-    from datadir_mover.move.server_steps import LOCK_WAIT_S
+    from datadir_mover.move.read_lock import LOCK_WAIT_S
 
     sb = clone("mv-block-held")
     spec = sb.connection_spec()

@@ -21,18 +21,18 @@ from tuner.core.server import ConnectionSpec, ServerModel, fetch_status, inspect
 from tuner.core.units import human_size
 
 from datadir_mover import apparmor, selinux, unit_sandbox
-from datadir_mover.move import components, homecoming, placement, preflight, sample
-from datadir_mover.move import verify as verify_mod
+from datadir_mover.move import components, homecoming, placement, preflight, server_check
 from datadir_mover.move.control import (SandboxControl, SystemdControl, by_hand, control_for, server_binary,
                                        server_pid, server_user)
 from datadir_mover.move.copy import (REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes,
                                      walk)
 from datadir_mover.move.copy.blocks import data_extents  # the copy's own reading of the data regions
 from datadir_mover.move.journal import State
+from datadir_mover.move.server_check import table_sample
 from tuner.core.sandbox import Sandbox
 
 PLAN_VERSION = 1
-SAMPLE_DESC = f"({sample.SAMPLE_ROWS} rows from each end of the primary key)"
+SAMPLE_DESC = f"({table_sample.SAMPLE_ROWS} rows from each end of the primary key)"
 RECENT_SECONDS = 60  # files modified this recently are counted as "changed again" for the pre-copy estimate
 TYPICAL_START_S = 3.0  # server start and accept when this server's own start was never measured; an estimate
 CHANGE_SAMPLE_S = 1.0  # how long the plan watches the server's write rate (pre-copy estimate)
@@ -58,7 +58,7 @@ class MoveRequest:
     sys_root: str = "/sys"
     etc_root: str = "/"
     probe: bool = True  # measure the copy rate to the target for the downtime estimate
-    verify: str = verify_mod.DEFAULT_VERIFY  # files | sample | tables (see verify.py)
+    verify: str = server_check.DEFAULT_VERIFY  # files | sample | tables (see server_check)
 
 
 @dataclass
@@ -110,7 +110,7 @@ class Plan:
     request: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
-    verify: str = verify_mod.DEFAULT_VERIFY
+    verify: str = server_check.DEFAULT_VERIFY
     unit_sandbox: dict[str, Any] = field(default_factory=dict)  # unit_sandbox.UnitChange (absent in older plans)
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,7 +184,7 @@ def _table_stats(spec: ConnectionSpec) -> tuple[int, int]:
     try:
         conn = spec.with_database(None).connect()
         try:
-            tables = sample.innodb_tables(conn.cursor())
+            tables = table_sample.innodb_tables(conn.cursor())
             return len(tables), sum(n for _, _, n in tables)
         finally:
             conn.close()
@@ -292,9 +292,9 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     se = selinux.commands(comp.name, target, tier.fstype) if selinux.enforcing() is not None else [
         "# SELinux is not enabled on this host; on an enforcing host run:"] + selinux.commands(comp.name, target, tier.fstype)
 
-    if request.verify not in verify_mod.VERIFY_MODES:
+    if request.verify not in server_check.VERIFY_MODES:
         raise MoveError(f"--verify {request.verify} is not a verification level; use one of "
-                        f"{', '.join(verify_mod.VERIFY_MODES)}")
+                        f"{', '.join(server_check.VERIFY_MODES)}")
     rate = _probe_rate(entries, source, target) if (request.probe and entries) else None
     change = _change_rate(spec, model.page_size) if (request.precopy and request.probe and state == "running") else None
     estimates = _estimates(entries, data_bytes(source, entries), rate, _dirty_bytes(spec, model.page_size), mode,
@@ -407,7 +407,7 @@ def _estimates(entries, copy_bytes: int, rate: float | None, dirty: int, mode: s
     headers = (recent - plain) / max(page_size, 1) * HEADER_READ_S
     copy_delta = headers + plain / (r * SCAN_SPEEDUP) + delta_written / r + len(entries) * 0.0002
     n_tables, table_bytes = tables
-    sample_s = sample.estimate_seconds(n_tables)
+    sample_s = table_sample.estimate_seconds(n_tables)
     return {"copy_rate_bytes_per_s": round(r), "copy_rate_measured": bool(rate),
             "shutdown_s": round(shutdown, 2), "start_s": round(start, 2),
             "server_times": "measured on this server" if ("start_s" in measured and stop_key in measured)

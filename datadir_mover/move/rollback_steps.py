@@ -12,10 +12,10 @@ from tuner.core.sandbox import SandboxState
 from tuner.core.errors import MoveError
 
 from datadir_mover import apparmor, unit_sandbox
-from datadir_mover.move import components, flush_settings, good_copy, side_files, since_start, verify
+from datadir_mover.move import components, flush_settings, good_copy, server_check, side_files, since_start
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.stepbase import model_stub
-from datadir_mover.move.benign import Evidence
+from datadir_mover.move.server_check.benign import Evidence
 from datadir_mover.move.journal import State
 
 
@@ -103,12 +103,12 @@ class RollbackSteps:
             if before is not None and self.plan.verify == "tables":
                 self.read_lock.take()
             try:
-                result = verify.check_server(self.plan.connection_spec(), self.plan.component, self.plan.source_dir,
+                result = server_check.check_server(self.plan.connection_spec(), self.plan.component, self.plan.source_dir,
                                              before, self.plan.verify,
                                              Evidence.of_move(self.journal.data(State.SHUTDOWN), False, on_source=True))
             finally:
                 self.read_lock.release()
-            verify.require_ok(result, self.plan.component, self.plan.source_dir)
+            server_check.require_ok(result, self.plan.component, self.plan.source_dir)
             check = result.to_dict()
         self.journal.finish(State.ROLLBACK, removed=removed, started=started, check=check)
         return {"removed": removed, "started": started, "check": check}

@@ -8,9 +8,9 @@ from typing import Any
 from tuner.core.errors import InnotierError, MoveError
 from tuner.core.sandbox import SandboxState, port_in_use
 
-from datadir_mover.move import good_copy, side_files, since_start, target_check, verify
+from datadir_mover.move import good_copy, server_check, side_files, since_start, target_check
 from datadir_mover.move import proof as proofmod
-from datadir_mover.move.benign import Evidence
+from datadir_mover.move.server_check.benign import Evidence
 from datadir_mover.move.copy import Manifest
 from datadir_mover.move.journal import State
 from datadir_mover.move.stepbase import MoveHalted
@@ -65,7 +65,7 @@ class ServerSteps:
                 self.echo("a table differs: running the whole-file proof to the end before judging it")
                 proofmod.run(self.journal, rate=0, wait=True)
                 result = self._check_on_target(spec, before)
-            verify.require_ok(result, self.plan.component, self.plan.target_dir)
+            server_check.require_ok(result, self.plan.component, self.plan.target_dir)
         except MoveError as exc:
             raise MoveHalted(f"{exc}; the server runs on {self.plan.target_dir}: if clients wrote between the start "
                              "and the check this is expected (`innotier move resume` checks again), otherwise "
@@ -75,11 +75,11 @@ class ServerSteps:
             self.read_lock.release()
         return result.to_dict()
 
-    def _check_on_target(self, spec, before) -> "verify.ServerCheck":
+    def _check_on_target(self, spec, before) -> "server_check.ServerCheck":
         proof = proofmod.Proof.load(self.journal)
         evidence = Evidence.of_move(self.journal.data(State.SHUTDOWN), self.plan.precopy,
                                     proof.status if proof is not None else None)
-        return verify.check_server(spec, self.plan.component, self.plan.target_dir, before, self.plan.verify, evidence)
+        return server_check.check_server(spec, self.plan.component, self.plan.target_dir, before, self.plan.verify, evidence)
 
     def _wait_for_starting_server(self, timeout: float = 120.0) -> bool:
         """A server another (killed) mover started may still be initializing: wait for it instead of starting twice."""

@@ -9,9 +9,11 @@ from typing import Any
 from tuner.core.errors import InnotierError
 from tuner.core.sandbox import SandboxState
 
-from datadir_mover.move import atstop, flush_settings, preflush, sample, side_files, verify
+from datadir_mover.move import flush_settings, preflush, side_files
 from datadir_mover.move.journal import State, crash_point
 from datadir_mover.move.read_lock import LOCK_WAIT_S, blocking_connection
+from datadir_mover.move.server_check import table_sample, waiting_commits
+from datadir_mover.move.server_check.table_checksums import table_checksums
 from datadir_mover.move.stepbase import MoveHalted
 from datadir_mover.move.stepdata import PrecopyData
 
@@ -62,11 +64,11 @@ class ShutdownStep:
         return data
 
     def _commits_waiting(self) -> dict[str, Any]:
-        """The commits waiting on the block as the stop begins (``atstop``; unknown: nothing is put down to them)."""
+        """The commits waiting on the block as the stop begins (``waiting_commits``; unknown: nothing is put down to them)."""
         try:
-            return atstop.read(self.read_lock.conn).to_journal()
+            return waiting_commits.read(self.read_lock.conn).to_journal()
         except Exception:  # noqa: BLE001 - unknown: the check after the start then treats a difference as damage
-            return atstop.AtStop(known=False).to_journal()
+            return waiting_commits.AtStop(known=False).to_journal()
 
     def _checksum_under_read_lock(self, data: dict[str, Any]) -> None:
         t0 = time.monotonic()
@@ -91,7 +93,7 @@ class ShutdownStep:
         """(connection blocking commits, checksums or sample digests); the block waits at most ``LOCK_WAIT_S``."""
         conn = blocking_connection(self.plan.connection_spec())
         try:
-            sums = verify.table_checksums(conn) if self.plan.verify == "tables" else sample.take(conn).digests
+            sums = table_checksums(conn) if self.plan.verify == "tables" else table_sample.take(conn).digests
         except BaseException:
             conn.close()
             raise

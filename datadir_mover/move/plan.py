@@ -268,18 +268,9 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     move_id = new_move_id(comp.name, server_key)
     placement_file = control.placement_file()
     before = _read(placement_file)
-    also = {}
     notes = _notes(comp.name, model, tier)
-    if comp.name == "datadir":
-        also = _datadir_followers(model, source, target)
     home = homecoming.find(server_key, comp.name, source, target, model.datadir)
-    if home:
-        after = homecoming.placement_after(before, home)
-        also = {k: v for k, v in home.options_before.items() if k != comp.variable and v is not None}
-        notes.append(f"back where move {home.move_id} found {comp.what}: its changes to the option file and the "
-                     "AppArmor profile are undone")
-    else:
-        after = placement.with_option(before, comp.variable, target, also)
+    after, also = _placement_after(comp, model, source, target, before, home, notes)
     mode, why_mode = components.shutdown_mode(comp.name, model, request.slow_shutdown)
     aa = apparmor.plan_change([target], model.flavor.value, move_id, request.apparmor_root, request.sys_root,
                               retire=home.move_id if home and home.apparmor_applied else None,
@@ -289,8 +280,7 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
                                     if isinstance(control, SystemdControl) else None,
                                     target, move_id, request.systemd_changes, request.units_root,
                                     retire=home.move_id if home else None)
-    se = selinux.commands(comp.name, target, tier.fstype) if selinux.enforcing() is not None else [
-        "# SELinux is not enabled on this host; on an enforcing host run:"] + selinux.commands(comp.name, target, tier.fstype)
+    se = _selinux_commands(comp.name, target, tier.fstype)
 
     if request.verify not in server_check.VERIFY_MODES:
         raise MoveError(f"--verify {request.verify} is not a verification level; use one of "
@@ -304,15 +294,7 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
         version=PLAN_VERSION, move_id=move_id, created_at=time.time(), component=comp.name, what=comp.what,
         variable=comp.variable, source_dir=source, target_dir=target, target_exists=target_exists,
         server_key=server_key,
-        server={"flavor": model.flavor.value, "version": str(model.version), "managed": model.managed,
-                "sandbox": model.sandbox, "datadir": model.datadir, "page_size": model.page_size,
-                "data_file_path": model.innodb_data_file_path,
-                "undo_tablespaces": model.variables.get("innodb_undo_tablespaces", ""),
-                "locations": model.locations()},
-        connection=_connection_dict(spec),
-        control={"kind": control.kind, "name": getattr(control, "name", None), "unit": getattr(control, "unit", None),
-                 "conf_dir": getattr(control, "conf_dir", None), "describe": control.describe(),
-                 "stop_hint": control.stop_hint(mode), "start_hint": control.start_hint()},
+        server=_server_dict(model), connection=_connection_dict(spec), control=_control_dict(control, mode),
         names=names, files=sum(1 for _, st in entries if stat.S_ISREG(st.st_mode)),
         bytes_logical=logical, bytes_allocated=allocated, space_required=need, space_available=tier.free_bytes,
         source_fs=preflight.tier_facts(source).to_dict(), target_tier=tier.to_dict(),
@@ -326,6 +308,40 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
         request=asdict(request), notes=notes, verify=request.verify, unit_sandbox=unit.to_dict())
     plan.steps = steps_of(plan)
     return plan
+
+
+def _placement_after(comp, model: ServerModel, source: str, target: str, before: str, home,
+                     notes: list[str]) -> tuple[str, dict[str, str]]:
+    """(the placement drop-in after the switch, the other options it sets): a move back where an earlier move
+    found the component undoes that move's options (``homecoming``); a datadir move carries its followers."""
+    if home:
+        notes.append(f"back where move {home.move_id} found {comp.what}: its changes to the option file and the "
+                     "AppArmor profile are undone")
+        also = {k: v for k, v in home.options_before.items() if k != comp.variable and v is not None}
+        return homecoming.placement_after(before, home), also
+    also = _datadir_followers(model, source, target) if comp.name == "datadir" else {}
+    return placement.with_option(before, comp.variable, target, also), also
+
+
+def _selinux_commands(component: str, target: str, fstype: str) -> list[str]:
+    commands = selinux.commands(component, target, fstype)
+    if selinux.enforcing() is None:
+        return ["# SELinux is not enabled on this host; on an enforcing host run:"] + commands
+    return commands
+
+
+def _server_dict(model: ServerModel) -> dict[str, Any]:
+    """What the plan keeps of the server: enough to name its files without connecting (``stepbase.model_stub``)."""
+    return {"flavor": model.flavor.value, "version": str(model.version), "managed": model.managed,
+            "sandbox": model.sandbox, "datadir": model.datadir, "page_size": model.page_size,
+            "data_file_path": model.innodb_data_file_path,
+            "undo_tablespaces": model.variables.get("innodb_undo_tablespaces", ""), "locations": model.locations()}
+
+
+def _control_dict(control, mode: str) -> dict[str, Any]:
+    return {"kind": control.kind, "name": getattr(control, "name", None), "unit": getattr(control, "unit", None),
+            "conf_dir": getattr(control, "conf_dir", None), "describe": control.describe(),
+            "stop_hint": control.stop_hint(mode), "start_hint": control.start_hint()}
 
 
 def _notes(component: str, model: ServerModel, tier) -> list[str]:

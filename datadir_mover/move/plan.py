@@ -470,7 +470,8 @@ def steps_of(plan: Plan) -> list[Step]:
         steps.append(Step(State.COPY, f"copy {what} to {plan.target_dir}, reading each copy back from the target "
                           "and comparing xxh3-128 checksums",
                           "sparse-aware; fsync of every file and directory; owner, mode and mtime kept", True))
-        steps.append(Step(State.VERIFY, "confirm no source file changed during the copy and no copy since its read-back",
+        steps.append(Step(State.VERIFY,
+                          "confirm no source file changed during the copy and no copy since its read-back",
                           "a copy changed since is read back again", True))
     else:
         steps.append(Step(State.COPY, f"create {plan.target_dir}", "nothing to copy: temporary files only", True))

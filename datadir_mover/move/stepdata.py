@@ -40,7 +40,7 @@ class ShutdownData(StepView):
     stopped_at: float = 0.0
     read_lock_at: float = 0.0
     commits_waiting_at_stop: int = 0  # -1: unknown
-    waiting_commits: list[dict[str, Any]] = field(default_factory=list)  # server_check.waiting_commits.AtStop.to_journal
+    waiting_commits: list[dict[str, Any]] = field(default_factory=list)  # waiting_commits.AtStop.to_journal
     preflush: dict[str, Any] = field(default_factory=dict)
     last_pass: dict[str, Any] = field(default_factory=dict)
 

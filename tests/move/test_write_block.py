@@ -28,7 +28,7 @@ def test_last_pass_under_the_block_keeps_to_the_budget(budget, clone, mv_tiers):
     plan = planmod.build(planmod.MoveRequest("datadir", os.path.join(mv_tiers["tmpfs"], f"block{budget:g}"),
                                              precopy=True, probe=False), spec)
     ex = Executor.create(plan, max_write_block_s=budget)
-    assert Executor.open(ex.journal).max_write_block_s == budget  # journaled: a resumed mover keeps the bound
+    assert Executor.open(ex.journal).ctx.max_write_block_s == budget  # journaled: a resumed mover keeps the bound
     result = ex.run()
     assert result["phase"] == "committed"
     shutdown = ex.journal.data("SHUTDOWN")

@@ -181,13 +181,13 @@ class PendingCommit:
             self.outcome.append(f"failed: {exc}")
 
     def start_waiting(self, spec):
-        """Commit in the thread; the commits waiting on the block (``atstop.read``) once this one is among them."""
-        from datadir_mover.move import atstop
+        """Commit in the thread; the commits waiting on the block (``waiting_commits.read``) once this one is among them."""
+        from datadir_mover.move.server_check import waiting_commits
         from waiting import wait_for
 
         self.thread.start()
         watcher = spec.with_database(None).connect()
         try:
-            return wait_for(lambda: (s := atstop.read(watcher)).count >= 1 and s, 20, "the commit waits on the block")
+            return wait_for(lambda: (s := waiting_commits.read(watcher)).count >= 1 and s, 20, "the commit waits on the block")
         finally:
             watcher.close()

@@ -2,10 +2,15 @@
 
 Every state's work is idempotent (see ``journal.py`` for the contract), so ``resume``
 simply runs the first state that is not ``done``.  Each state's handler is named in
-``HANDLERS`` (beside ``journal.STATES``); the handlers live with their kind of work:
-``precopy_steps`` (online passes, pre-flush, the last pass under the block),
-``server_steps`` (SHUTDOWN, START, VERIFY_SERVER), ``offline_steps`` (COPY, VERIFY,
-SWITCH), ``rollback_steps`` (PLAN, ROLLBACK, CLOSE) and ``finalize_step``.
+``HANDLERS`` (beside ``journal.STATES``): a function ``(ctx, lock, cache) -> dict`` (``stepbase``:
+the frozen ``MoveContext``, the commit block this mover may hold, the in-memory ``PassCache``)
+in the module of its kind of work: ``precopy_steps`` (online passes, the pre-flush between
+them), ``shutdown_step`` (SHUTDOWN: flush, block, sample, the last pass under the block, stop),
+``offline_steps`` (COPY, VERIFY, SWITCH), ``server_steps`` (START, VERIFY_SERVER),
+``rollback_steps`` (PLAN, and ROLLBACK, CLOSE) and ``finalize_step`` (FINALIZE); what several
+share has its own module (``flush_settings``, ``read_lock``, ``trees``, ``server_waits``).
+The ``Executor`` holds those three for one process and runs the loop; it shares nothing else
+with the steps.
 
 A failure inside a step rolls the move back automatically (server back on the old
 location, verified) until the server has accepted connections on the target; from then on
@@ -25,43 +30,51 @@ from typing import Any, Callable
 from tuner.core.errors import InnotierError, MoveError
 from tuner.core.sandbox import on_destroy
 
-from datadir_mover.move import preflight
+from datadir_mover.move import finalize_step, preflight, rollback_steps, side_files, since_start
 from datadir_mover.move import proof as proofmod
-from datadir_mover.move import since_start
-from datadir_mover.move.copy import Manifest
-from datadir_mover.move.finalize_step import FinalizeStep
-from datadir_mover.move.journal import STATES, Journal, all_journals, moves_dir
-from datadir_mover.move.offline_steps import OfflineSteps
+from datadir_mover.move.journal import STATES, Journal, State, all_journals, moves_dir
+from datadir_mover.move.offline_steps import step_copy, step_switch, step_verify
 from datadir_mover.move.plan import Plan
-from datadir_mover.move.precopy_steps import PrecopySteps
-from datadir_mover.move.rollback_steps import RollbackSteps
+from datadir_mover.move.precopy_steps import step_precopy
+from datadir_mover.move.read_lock import ReadLock
+from datadir_mover.move.rollback_steps import step_plan
 from datadir_mover.move.server_lock import ServerLock
-from datadir_mover.move.server_steps import ServerSteps
-from datadir_mover.move.stepbase import Echo, MoveHalted, ProgressFactory, no_progress, quiet
+from datadir_mover.move.server_steps import step_start, step_verify_server
+from datadir_mover.move.shutdown_step import step_shutdown
+from datadir_mover.move.stepbase import (Echo, MoveContext, MoveHalted, PassCache, ProgressFactory, no_progress,
+                                         quiet)
 from datadir_mover.move.timings import timings
 
 
 MAX_WRITE_BLOCK_S = 1.5  # longest block of commits before the stop (sample, flush, last pass): then the plain stop
-OPTIONS_FILE = "options.json"  # how this move was asked to run, beyond its plan
 
 
-class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeStep):
+class Executor:
+    """One process's mover of one move: the context, the commit block and the pass cache its steps are given,
+    the per-server lock, and the loop over the journal's states."""
+
     def __init__(self, plan: Plan, journal: Journal, echo: Echo = quiet, progress: ProgressFactory = no_progress,
                  on_state: Callable[[str], None] | None = None):
         self.on_state = on_state or (lambda state: None)  # observers (progress displays, benchmarks)
-        self.plan = plan
-        self.journal = journal
-        self.echo = echo
-        self.progress = progress
-        self.control = plan.control_obj()
-        self._lock_conn = None
+        options = journal.load_json(side_files.OPTIONS) or {}
+        self.ctx = MoveContext(plan, journal, plan.control_obj(), echo, progress,
+                               float(options.get("max_write_block_s", MAX_WRITE_BLOCK_S)))
+        self.read_lock = ReadLock(plan.connection_spec)  # the commit block, while this mover holds it
+        self.cache = PassCache()  # what this process learned beyond the journal
         self.server_lock = ServerLock(plan.server_key)  # one move per server: held while this mover works
-        self._precopy: Manifest | None = None  # the last pre-copy pass, with its block digests (memory only)
-        self._copied: Manifest | None = None  # COPY's manifest, with the block digests it verified (memory only)
-        self._verified_here = False  # this process ran VERIFY: it vouches for the target files whose stat held
         self.background_proof = True  # after START, hash the stopped source in a detached process (proof.py)
-        self.max_write_block_s = float((journal.load_json(OPTIONS_FILE) or {}).get("max_write_block_s",
-                                                                                     MAX_WRITE_BLOCK_S))
+
+    @property
+    def plan(self) -> Plan:
+        return self.ctx.plan
+
+    @property
+    def journal(self) -> Journal:
+        return self.ctx.journal
+
+    @property
+    def control(self):
+        return self.ctx.control
 
     @classmethod
     def create(cls, plan: Plan, echo: Echo = quiet, progress: ProgressFactory = no_progress,
@@ -70,7 +83,7 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         try:
             preflight.check_no_open_move(plan.server_key)  # again, under the lock: another apply may have begun
             journal = Journal.create(moves_dir() / plan.move_id, plan.to_dict())
-            journal.save_json(OPTIONS_FILE, {"max_write_block_s": max_write_block_s})
+            journal.save_json(side_files.OPTIONS, {"max_write_block_s": max_write_block_s})
         except BaseException:
             lock.release()
             raise
@@ -86,7 +99,7 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         """Run (or resume) the move until COMMIT; return the summary."""
         if self.journal.phase != "open":
             raise MoveError(f"move {self.plan.move_id} is {self.journal.phase.replace('_', ' ')}; nothing to resume")
-        if self.journal.last() and self.journal.last().state == "ROLLBACK":
+        if self.journal.last() and self.journal.last().state == State.ROLLBACK:
             raise MoveError(f"move {self.plan.move_id} was being rolled back; finish it with `innotier move rollback`")
         self.server_lock.acquire(self.plan.move_id)
         try:
@@ -96,34 +109,34 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
             raise
         try:
             while (state := self.journal.next_state()) is not None:
-                if state == "PRECOPY" and not self.plan.precopy:
+                if state == State.PRECOPY and not self.plan.precopy:
                     self.journal.begin(state, skipped=True)
                     self.journal.finish(state, skipped=True)
                     continue
                 self._run_state(state)
             return self.summary()
         finally:
-            self._release_read_lock()
+            self.read_lock.release()
             self.journal.unlock()
             self.server_lock.release()
 
     def _run_state(self, state: str) -> None:
         handler = HANDLERS[state]
-        self.echo(f"{state.lower().replace('_', ' ')}...")
+        self.ctx.echo(f"{state.lower().replace('_', ' ')}...")
         self.on_state(state)
         self.journal.begin(state)
         try:
-            data = handler(self) or {}
+            data = handler(self.ctx, self.read_lock, self.cache) or {}
         except MoveHalted:
-            self._release_read_lock()
+            self.read_lock.release()
             raise
         except (InnotierError, OSError) as exc:
-            self._release_read_lock()
+            self.read_lock.release()
             if since_start.accepted_on_target(self.journal):
                 raise self._halt_after_start(state, exc) from None
             self._roll_back_after(state, exc)
         self.journal.finish(state, **data)
-        if state == "START" and self.background_proof and proofmod.pending(self.journal):
+        if state == State.START and self.background_proof and proofmod.pending(self.journal):
             proofmod.start_background(self.journal)
 
     def _halt_after_start(self, state: str, exc: BaseException) -> MoveHalted:
@@ -137,9 +150,9 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
 
     def _roll_back_after(self, state: str, exc: BaseException) -> None:
         reason = str(exc)
-        self.echo(f"{state} failed: {reason}; rolling back")
+        self.ctx.echo(f"{state} failed: {reason}; rolling back")
         try:
-            self._rollback(reason=f"{state} failed: {reason}")
+            rollback_steps.roll_back(self.ctx, self.read_lock, reason=f"{state} failed: {reason}")
         except Exception as exc2:  # the rollback itself failed: leave the journal for the operator
             raise MoveError(f"move failed in {state} ({reason}) and the automatic rollback failed too ({exc2}); "
                             f"fix that and run `innotier move rollback --id {self.plan.move_id}`") from None
@@ -150,8 +163,18 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
         """Run what is left of the proof here (after a prover already at work, if any); None: no proof recorded."""
         return proofmod.run(self.journal, rate=rate, wait=True)
 
-    def _do_commit(self) -> dict[str, Any]:
-        return self.timings()
+    def rollback(self, reason: str = "asked by the operator",
+                 discard_writes_since_start: bool = False) -> dict[str, Any]:
+        return rollback_steps.rollback(self.ctx, self.read_lock, self.server_lock, reason, discard_writes_since_start)
+
+    def refuse_if_closed(self, discard_writes_since_start: bool = False) -> None:
+        rollback_steps.refuse_if_closed(self.ctx, discard_writes_since_start)
+
+    def close(self, reason: str) -> dict[str, Any]:
+        return rollback_steps.close(self.ctx, reason)
+
+    def finalize(self, accept_volatile: bool = False, persist_backing: str | None = None) -> dict[str, Any]:
+        return finalize_step.finalize(self.ctx, accept_volatile, persist_backing)
 
     def timings(self) -> dict[str, Any]:
         return timings(self.journal, self.plan.verify)
@@ -159,21 +182,27 @@ class Executor(PrecopySteps, ServerSteps, OfflineSteps, RollbackSteps, FinalizeS
     def summary(self) -> dict[str, Any]:
         return {"move_id": self.plan.move_id, "component": self.plan.component, "from": self.plan.source_dir,
                 "to": self.plan.target_dir, "phase": self.journal.phase, "state": self.journal.describe(),
-                "copy": self.journal.data("COPY"), "precopy": self.journal.data("PRECOPY"),
-                "verify_server": self.journal.data("VERIFY_SERVER"), **self.timings()}
+                "copy": self.journal.data(State.COPY), "precopy": self.journal.data(State.PRECOPY),
+                "verify_server": self.journal.data(State.VERIFY_SERVER), **self.timings()}
 
 
+def step_commit(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, Any]:
+    """COMMIT: the move is done; its record keeps the timings."""
+    return timings(ctx.journal, ctx.plan.verify)
+
+
+Handler = Callable[[MoveContext, ReadLock, PassCache], "dict[str, Any] | None"]
 # every state's handler, beside STATES (tests/move/test_executor_table.py checks that none is missing)
-HANDLERS: dict[str, Callable[[Executor], dict[str, Any] | None]] = {
-    "PLAN": Executor._do_plan,
-    "PRECOPY": Executor._do_precopy,
-    "SHUTDOWN": Executor._do_shutdown,
-    "COPY": Executor._do_copy,
-    "VERIFY": Executor._do_verify,
-    "SWITCH": Executor._do_switch,
-    "START": Executor._do_start,
-    "VERIFY_SERVER": Executor._do_verify_server,
-    "COMMIT": Executor._do_commit,
+HANDLERS: dict[str, Handler] = {
+    State.PLAN: step_plan,
+    State.PRECOPY: step_precopy,
+    State.SHUTDOWN: step_shutdown,
+    State.COPY: step_copy,
+    State.VERIFY: step_verify,
+    State.SWITCH: step_switch,
+    State.START: step_start,
+    State.VERIFY_SERVER: step_verify_server,
+    State.COMMIT: step_commit,
 }
 
 

@@ -28,7 +28,7 @@ from tuner.core.errors import MoveError
 
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move import source_fingerprint
-from datadir_mover.move.journal import Journal
+from datadir_mover.move.journal import Journal, State
 from datadir_mover.move.plan import Plan
 from datadir_mover.move.source_fingerprint import SourceState
 from datadir_mover.move.stepbase import MoveHalted
@@ -55,12 +55,12 @@ def check_source(journal: Journal, plan: Plan, moved_only: bool = False) -> Sour
 
 def for_rollback(journal: Journal, plan: Plan) -> None:
     """Refuse in one line, with nothing removed, when going back to the source would lose the only good copy."""
-    started = journal.began("START")
+    started = journal.began(State.START)
     src = check_source(journal, plan, moved_only=started)
     if src.whole:
         return
     what = f"the source {plan.source_dir} is {src.state.value} ({src.why})"
-    if journal.done("VERIFY") and os.path.isdir(plan.target_dir):
+    if journal.done(State.VERIFY) and os.path.isdir(plan.target_dir):
         on = "the server runs on" if started else "the verified copy is"
         raise MoveError(f"{what}, so rolling back would remove the only good copy: {on} the target "
                         f"{plan.target_dir}; nothing was removed; carry the move forward onto it with `innotier move "

@@ -4,7 +4,8 @@ Semantics (the contract ``resume`` and ``rollback`` rely on)
 -----------------------------------------------------------
 A move lives in ``$INNOTIER_HOME/moves/<move id>/``: ``plan.json`` (written once, atomically,
 before the journal's first record), ``journal.log`` and the files the steps save there
-(previous option files, checksums taken before shutdown, copy manifests).
+(previous option files, checksums taken before shutdown, copy manifests), every one named in
+``side_files.py``.  The states are ``State``; a record holds its value, so neither ever changes.
 
 ``journal.log`` holds one JSON object a line: ``{"state": S, "event": "begin"|"done", "at": t, ...}``.
 Each line is appended and fsynced (``tuner.core.durable.append_line_durable``) *before* the
@@ -51,25 +52,48 @@ OOM kill looks like to the journal.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
 import sys
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from tuner.core.durable import append_line_durable, write_json_atomic
 from tuner.core.errors import MoveError
+from tuner.core.filelock import set_holder, try_lock
 from tuner.core.paths import innotier_home
 
-STATES = ("PLAN", "PRECOPY", "SHUTDOWN", "COPY", "VERIFY", "SWITCH", "START", "VERIFY_SERVER", "COMMIT")
-OFFLINE_STATES = ("COPY", "VERIFY", "SWITCH")  # the server must be stopped while these run
-AFTER_COMMIT = ("FINALIZE",)
-# CLOSE (begin, done) ends a move whose sandbox is destroyed, from any phase but rolled back: the files the
-# move placed in the target belong to the sandbox and are removed; nothing is left to resume or finalize
+from datadir_mover.move import side_files
+
+
+
+class State(StrEnum):
+    """A journal record's state; its value is what the record holds on disk (never change one)."""
+
+    PLAN = "PLAN"
+    PRECOPY = "PRECOPY"
+    SHUTDOWN = "SHUTDOWN"
+    COPY = "COPY"
+    VERIFY = "VERIFY"
+    SWITCH = "SWITCH"
+    START = "START"
+    VERIFY_SERVER = "VERIFY_SERVER"
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
+    FINALIZE = "FINALIZE"
+    # ends a move whose sandbox is destroyed, from any phase but rolled back: the files the move placed in the
+    # target belong to the sandbox and are removed; nothing is left to resume or finalize
+    CLOSE = "CLOSE"
+
+
+STATES = (State.PLAN, State.PRECOPY, State.SHUTDOWN, State.COPY, State.VERIFY, State.SWITCH, State.START,
+          State.VERIFY_SERVER, State.COMMIT)  # the forward path, in order
+OFFLINE_STATES = (State.COPY, State.VERIFY, State.SWITCH)  # the server must be stopped while these run
+AFTER_COMMIT = (State.FINALIZE,)
 CRASH_ENV = "INNOTIER_MOVE_CRASH_AT"
 
 
@@ -116,7 +140,7 @@ class Journal:
 
     def __init__(self, directory: str | os.PathLike):
         self.dir = Path(directory)
-        self.path = self.dir / "journal.log"
+        self.path = self.dir / side_files.JOURNAL
         self._lock_fd: int | None = None
 
     # -- creation and reading ------------------------------------------------
@@ -124,15 +148,15 @@ class Journal:
     @classmethod
     def create(cls, directory: str | os.PathLike, plan: dict[str, Any]) -> "Journal":
         d = Path(directory)
-        if (d / "journal.log").exists():
+        if (d / side_files.JOURNAL).exists():
             raise MoveError(f"a move journal already exists in {d}; resume it or roll it back")
         d.mkdir(parents=True, exist_ok=True)
         os.chmod(d, 0o700)
-        write_json_atomic(d / "plan.json", plan, mode=0o600)
+        write_json_atomic(d / side_files.PLAN, plan, mode=0o600)
         return cls(d)
 
     def plan(self) -> dict[str, Any]:
-        return json.loads((self.dir / "plan.json").read_text())
+        return json.loads((self.dir / side_files.PLAN).read_text())
 
     def records(self) -> list[Record]:
         if not self.path.exists():
@@ -170,13 +194,13 @@ class Journal:
     @property
     def phase(self) -> str:
         """open, committed, finalized, rolled_back or closed (its sandbox was destroyed)."""
-        if self.done("CLOSE"):
+        if self.done(State.CLOSE):
             return "closed"
-        if self.done("ROLLBACK"):
+        if self.done(State.ROLLBACK):
             return "rolled_back"
-        if self.done("FINALIZE"):
+        if self.done(State.FINALIZE):
             return "finalized"
-        if self.done("COMMIT"):
+        if self.done(State.COMMIT):
             return "committed"
         return "open"
 
@@ -184,7 +208,7 @@ class Journal:
         """The state ``resume`` runs next (None when COMMIT is done)."""
         last = self.last()
         if last is None:
-            return "PLAN"
+            return State.PLAN
         if last.state in STATES:
             i = STATES.index(last.state)
             if last.event == "begin":
@@ -204,11 +228,11 @@ class Journal:
             return "rolled back: the server uses the old location"
         if phase == "finalized":
             return "finalized: the server uses the new location and the source was removed"
-        if phase == "committed" and last.state == "FINALIZE":
+        if phase == "committed" and last.state == State.FINALIZE:
             return "committed; finalize was interrupted: run `innotier move finalize` again"
         if phase == "committed":
             return "committed: the server uses the new location; the source stays until `innotier move finalize`"
-        if last.state == "ROLLBACK":
+        if last.state == State.ROLLBACK:
             return "rollback was interrupted: run `innotier move rollback` again"
         if last.event == "begin":
             return (f"stopped inside {last.state} (began, not done): run `innotier move resume` to carry on "
@@ -252,15 +276,11 @@ class Journal:
     # -- one worker at a time ----------------------------------------------------
 
     def lock(self) -> None:
-        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = try_lock(self.dir / side_files.WORK_LOCK)
+        if fd is None:
             raise MoveError(f"move {self.dir.name} is being worked on by another innotier process; "
-                            "wait for it to finish (see `innotier move status`)") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+                            "wait for it to finish (see `innotier move status`)")
+        set_holder(fd, str(os.getpid()))
         self._lock_fd = fd
 
     def unlock(self) -> None:
@@ -286,14 +306,14 @@ def all_journals() -> list[Journal]:
     root = moves_dir()
     if not root.is_dir():
         return []
-    return [Journal(p) for p in sorted(root.iterdir(), reverse=True) if (p / "plan.json").exists()]
+    return [Journal(p) for p in sorted(root.iterdir(), reverse=True) if (p / side_files.PLAN).exists()]
 
 
 def find(move_id: str | None, phases: tuple[str, ...]) -> Journal:
     """The move named ``move_id``, or the only one in one of ``phases``."""
     if move_id:
         j = Journal(moves_dir() / move_id)
-        if not (j.dir / "plan.json").exists():
+        if not (j.dir / side_files.PLAN).exists():
             known = ", ".join(x.dir.name for x in all_journals()) or "none"
             raise MoveError(f"no move {move_id!r} (known: {known}); see `innotier move status`")
         return j

@@ -21,17 +21,18 @@ from tuner.core.server import ConnectionSpec, ServerModel, fetch_status, inspect
 from tuner.core.units import human_size
 
 from datadir_mover import apparmor, selinux, unit_sandbox
-from datadir_mover.move import components, homecoming, placement, preflight, sample
-from datadir_mover.move import verify as verify_mod
+from datadir_mover.move import components, homecoming, placement, preflight, server_check
 from datadir_mover.move.control import (SandboxControl, SystemdControl, by_hand, control_for, server_binary,
                                        server_pid, server_user)
 from datadir_mover.move.copy import (REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes,
                                      walk)
 from datadir_mover.move.copy.blocks import data_extents  # the copy's own reading of the data regions
+from datadir_mover.move.journal import State
+from datadir_mover.move.server_check import table_sample
 from tuner.core.sandbox import Sandbox
 
 PLAN_VERSION = 1
-SAMPLE_DESC = f"({sample.SAMPLE_ROWS} rows from each end of the primary key)"
+SAMPLE_DESC = f"({table_sample.SAMPLE_ROWS} rows from each end of the primary key)"
 RECENT_SECONDS = 60  # files modified this recently are counted as "changed again" for the pre-copy estimate
 TYPICAL_START_S = 3.0  # server start and accept when this server's own start was never measured; an estimate
 CHANGE_SAMPLE_S = 1.0  # how long the plan watches the server's write rate (pre-copy estimate)
@@ -57,7 +58,7 @@ class MoveRequest:
     sys_root: str = "/sys"
     etc_root: str = "/"
     probe: bool = True  # measure the copy rate to the target for the downtime estimate
-    verify: str = verify_mod.DEFAULT_VERIFY  # files | sample | tables (see verify.py)
+    verify: str = server_check.DEFAULT_VERIFY  # files | sample | tables (see server_check)
 
 
 @dataclass
@@ -109,7 +110,7 @@ class Plan:
     request: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
-    verify: str = verify_mod.DEFAULT_VERIFY
+    verify: str = server_check.DEFAULT_VERIFY
     unit_sandbox: dict[str, Any] = field(default_factory=dict)  # unit_sandbox.UnitChange (absent in older plans)
 
     def to_dict(self) -> dict[str, Any]:
@@ -183,7 +184,7 @@ def _table_stats(spec: ConnectionSpec) -> tuple[int, int]:
     try:
         conn = spec.with_database(None).connect()
         try:
-            tables = sample.innodb_tables(conn.cursor())
+            tables = table_sample.innodb_tables(conn.cursor())
             return len(tables), sum(n for _, _, n in tables)
         finally:
             conn.close()
@@ -267,18 +268,9 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     move_id = new_move_id(comp.name, server_key)
     placement_file = control.placement_file()
     before = _read(placement_file)
-    also = {}
     notes = _notes(comp.name, model, tier)
-    if comp.name == "datadir":
-        also = _datadir_followers(model, source, target)
     home = homecoming.find(server_key, comp.name, source, target, model.datadir)
-    if home:
-        after = homecoming.placement_after(before, home)
-        also = {k: v for k, v in home.options_before.items() if k != comp.variable and v is not None}
-        notes.append(f"back where move {home.move_id} found {comp.what}: its changes to the option file and the "
-                     "AppArmor profile are undone")
-    else:
-        after = placement.with_option(before, comp.variable, target, also)
+    after, also = _placement_after(comp, model, source, target, before, home, notes)
     mode, why_mode = components.shutdown_mode(comp.name, model, request.slow_shutdown)
     aa = apparmor.plan_change([target], model.flavor.value, move_id, request.apparmor_root, request.sys_root,
                               retire=home.move_id if home and home.apparmor_applied else None,
@@ -288,12 +280,11 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
                                     if isinstance(control, SystemdControl) else None,
                                     target, move_id, request.systemd_changes, request.units_root,
                                     retire=home.move_id if home else None)
-    se = selinux.commands(comp.name, target, tier.fstype) if selinux.enforcing() is not None else [
-        "# SELinux is not enabled on this host; on an enforcing host run:"] + selinux.commands(comp.name, target, tier.fstype)
+    se = _selinux_commands(comp.name, target, tier.fstype)
 
-    if request.verify not in verify_mod.VERIFY_MODES:
+    if request.verify not in server_check.VERIFY_MODES:
         raise MoveError(f"--verify {request.verify} is not a verification level; use one of "
-                        f"{', '.join(verify_mod.VERIFY_MODES)}")
+                        f"{', '.join(server_check.VERIFY_MODES)}")
     rate = _probe_rate(entries, source, target) if (request.probe and entries) else None
     change = _change_rate(spec, model.page_size) if (request.precopy and request.probe and state == "running") else None
     estimates = _estimates(entries, data_bytes(source, entries), rate, _dirty_bytes(spec, model.page_size), mode,
@@ -303,15 +294,7 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
         version=PLAN_VERSION, move_id=move_id, created_at=time.time(), component=comp.name, what=comp.what,
         variable=comp.variable, source_dir=source, target_dir=target, target_exists=target_exists,
         server_key=server_key,
-        server={"flavor": model.flavor.value, "version": str(model.version), "managed": model.managed,
-                "sandbox": model.sandbox, "datadir": model.datadir, "page_size": model.page_size,
-                "data_file_path": model.innodb_data_file_path,
-                "undo_tablespaces": model.variables.get("innodb_undo_tablespaces", ""),
-                "locations": model.locations()},
-        connection=_connection_dict(spec),
-        control={"kind": control.kind, "name": getattr(control, "name", None), "unit": getattr(control, "unit", None),
-                 "conf_dir": getattr(control, "conf_dir", None), "describe": control.describe(),
-                 "stop_hint": control.stop_hint(mode), "start_hint": control.start_hint()},
+        server=_server_dict(model), connection=_connection_dict(spec), control=_control_dict(control, mode),
         names=names, files=sum(1 for _, st in entries if stat.S_ISREG(st.st_mode)),
         bytes_logical=logical, bytes_allocated=allocated, space_required=need, space_available=tier.free_bytes,
         source_fs=preflight.tier_facts(source).to_dict(), target_tier=tier.to_dict(),
@@ -325,6 +308,40 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
         request=asdict(request), notes=notes, verify=request.verify, unit_sandbox=unit.to_dict())
     plan.steps = steps_of(plan)
     return plan
+
+
+def _placement_after(comp, model: ServerModel, source: str, target: str, before: str, home,
+                     notes: list[str]) -> tuple[str, dict[str, str]]:
+    """(the placement drop-in after the switch, the other options it sets): a move back where an earlier move
+    found the component undoes that move's options (``homecoming``); a datadir move carries its followers."""
+    if home:
+        notes.append(f"back where move {home.move_id} found {comp.what}: its changes to the option file and the "
+                     "AppArmor profile are undone")
+        also = {k: v for k, v in home.options_before.items() if k != comp.variable and v is not None}
+        return homecoming.placement_after(before, home), also
+    also = _datadir_followers(model, source, target) if comp.name == "datadir" else {}
+    return placement.with_option(before, comp.variable, target, also), also
+
+
+def _selinux_commands(component: str, target: str, fstype: str) -> list[str]:
+    commands = selinux.commands(component, target, fstype)
+    if selinux.enforcing() is None:
+        return ["# SELinux is not enabled on this host; on an enforcing host run:"] + commands
+    return commands
+
+
+def _server_dict(model: ServerModel) -> dict[str, Any]:
+    """What the plan keeps of the server: enough to name its files without connecting (``stepbase.model_stub``)."""
+    return {"flavor": model.flavor.value, "version": str(model.version), "managed": model.managed,
+            "sandbox": model.sandbox, "datadir": model.datadir, "page_size": model.page_size,
+            "data_file_path": model.innodb_data_file_path,
+            "undo_tablespaces": model.variables.get("innodb_undo_tablespaces", ""), "locations": model.locations()}
+
+
+def _control_dict(control, mode: str) -> dict[str, Any]:
+    return {"kind": control.kind, "name": getattr(control, "name", None), "unit": getattr(control, "unit", None),
+            "conf_dir": getattr(control, "conf_dir", None), "describe": control.describe(),
+            "stop_hint": control.stop_hint(mode), "start_hint": control.start_hint()}
 
 
 def _notes(component: str, model: ServerModel, tier) -> list[str]:
@@ -406,7 +423,7 @@ def _estimates(entries, copy_bytes: int, rate: float | None, dirty: int, mode: s
     headers = (recent - plain) / max(page_size, 1) * HEADER_READ_S
     copy_delta = headers + plain / (r * SCAN_SPEEDUP) + delta_written / r + len(entries) * 0.0002
     n_tables, table_bytes = tables
-    sample_s = sample.estimate_seconds(n_tables)
+    sample_s = table_sample.estimate_seconds(n_tables)
     return {"copy_rate_bytes_per_s": round(r), "copy_rate_measured": bool(rate),
             "shutdown_s": round(shutdown, 2), "start_s": round(start, 2),
             "server_times": "measured on this server" if ("start_s" in measured and stop_key in measured)
@@ -433,10 +450,10 @@ def steps_of(plan: Plan) -> list[Step]:
     size = human_size(plan.bytes_logical)
     c = plan.control
     aa = plan.apparmor
-    steps = [Step("PLAN", "record the plan and the current option files",
+    steps = [Step(State.PLAN, "record the plan and the current option files",
                   f"journal in $INNOTIER_HOME/moves/{plan.move_id}/")]
     if plan.precopy:
-        steps.append(Step("PRECOPY", f"copy {files_words(plan.files)} ({size}) while the server runs, then again "
+        steps.append(Step(State.PRECOPY, f"copy {files_words(plan.files)} ({size}) while the server runs, then again "
                           "what changed, until the delta stops shrinking",
                           "each copy read back and checksummed; later passes rewrite only changed 64 KiB blocks"))
     stop = ("check the server is stopped (--no-shutdown)" if plan.no_shutdown else
@@ -447,17 +464,18 @@ def steps_of(plan: Plan) -> list[Step]:
                       f"(~{e.get('verify_sample_s', 0):.1f} s), then stop",
             "tables": f"checksum every InnoDB table with commits blocked "
                       f"(~{e.get('verify_tables_s', 0) / 2:.0f} s, writes blocked), then stop"}[plan.verify]
-    steps.append(Step("SHUTDOWN", lock, stop))
+    steps.append(Step(State.SHUTDOWN, lock, stop))
     if plan.names:
         what = "files changed since the pre-copy" if plan.precopy else f"{files_words(plan.files)} ({size})"
-        steps.append(Step("COPY", f"copy {what} to {plan.target_dir}, reading each copy back from the target "
+        steps.append(Step(State.COPY, f"copy {what} to {plan.target_dir}, reading each copy back from the target "
                           "and comparing xxh3-128 checksums",
                           "sparse-aware; fsync of every file and directory; owner, mode and mtime kept", True))
-        steps.append(Step("VERIFY", "confirm no source file changed during the copy and no copy since its read-back",
+        steps.append(Step(State.VERIFY,
+                          "confirm no source file changed during the copy and no copy since its read-back",
                           "a copy changed since is read back again", True))
     else:
-        steps.append(Step("COPY", f"create {plan.target_dir}", "nothing to copy: temporary files only", True))
-        steps.append(Step("VERIFY", "check the directory exists with the right owner", "", True))
+        steps.append(Step(State.COPY, f"create {plan.target_dir}", "nothing to copy: temporary files only", True))
+        steps.append(Step(State.VERIFY, "check the directory exists with the right owner", "", True))
     aa_line = {"apply": f"AppArmor: add rules to {aa['local_path']} and reload",
                "write": f"AppArmor: add rules to {aa['local_path']} (not active here: not loaded)",
                "none": "AppArmor: no change"}[aa["action"]]
@@ -471,18 +489,18 @@ def steps_of(plan: Plan) -> list[Step]:
     if plan.placement_after is not None and plan.variable not in placement.parse(plan.placement_after):
         write = f"remove {plan.variable} from {plan.placement_file} (the server's own configuration places it there)"
     how = "atomic (write, fsync, rename, fsync dir)" if plan.placement_after is not None else "unlink, fsync dir"
-    steps.append(Step("SWITCH", write,
+    steps.append(Step(State.SWITCH, write,
                       f"{how}{rec}; owner {plan.owner['user']} "
                       f"mode {plan.owner['mode']:04o} on {plan.target_dir}; {aa_line}{_unit_line(plan)}", True))
-    steps.append(Step("START", "start the server", c["start_hint"]))
+    steps.append(Step(State.START, "start the server", c["start_hint"]))
     after = {"files": ("server up and reports the new path", "no table reads; writes allowed from the start"),
              "sample": ("server up, reports the new path, every table's sample equal",
                         f"no lock: writes allowed from the start (~{e.get('verify_sample_s', 0):.1f} s)"),
              "tables": ("server up, reports the new path, every table's checksum equal",
                         f"under a read lock from the start (~{e.get('verify_tables_s', 0) / 2:.0f} s); "
                         "TPC-C consistency checks when a tpcc schema is present")}[plan.verify]
-    steps.append(Step("VERIFY_SERVER", *after))
-    steps.append(Step("COMMIT", "record success",
+    steps.append(Step(State.VERIFY_SERVER, *after))
+    steps.append(Step(State.COMMIT, "record success",
                       f"the source stays until `innotier move finalize --id {plan.move_id}`"))
     return steps
 

@@ -33,7 +33,6 @@ and saves its progress after every file, so when it dies `move status` starts it
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -43,15 +42,13 @@ from pathlib import Path
 from typing import Callable
 
 from tuner.core.errors import MoveError
+from tuner.core.filelock import try_lock
 
-from datadir_mover.move import file_lists, source_fingerprint
+from datadir_mover.move import file_lists, side_files, source_fingerprint
 from datadir_mover.move.copy import BLOCK, Manifest, file_blocks
 from datadir_mover.move.journal import CRASH_ENV, Journal
 from datadir_mover.move.plan import Plan
 
-PROOF_FILE = "proof.json"
-TARGET_BLOCKS = "target-blocks.json"
-LOCK_FILE = "proof.lock"
 RATE = 64 << 20  # bytes/s of the background proof: a 4.4 GiB datadir in about 70 s, a fraction of one device
 CHUNK = 128 * BLOCK  # read and compared at a time (8 MiB)
 EVIDENCE = ("offline copy: every byte hashed as it was read from the stopped source and read back from the "
@@ -83,14 +80,14 @@ class Proof:
 
     @classmethod
     def load(cls, journal: Journal) -> "Proof | None":
-        d = journal.load_json(PROOF_FILE)
+        d = journal.load_json(side_files.PROOF)
         if d is None:
             return None
         d["mismatches"] = [Mismatch(**m) for m in d.get("mismatches", [])]
         return cls(**d)
 
     def save(self, journal: Journal) -> None:
-        journal.save_json(PROOF_FILE, asdict(self))
+        journal.save_json(side_files.PROOF, asdict(self))
 
     def text(self) -> str:
         if self.status == "passed":
@@ -139,7 +136,7 @@ def record_at_switch(journal: Journal, plan: Plan, manifest: Manifest) -> Proof:
             if known is None or len(known) != -(-rec.size // BLOCK) * 16 or not _as_read_back(target, rec):
                 known = file_blocks(str(target / rec.rel), drop_cache=True)  # a restarted mover: read the target
             blocks[rec.rel] = known.hex()
-        journal.save_json(TARGET_BLOCKS, blocks)
+        journal.save_json(side_files.TARGET_BLOCKS, blocks)
         proof = Proof(bytes_total=manifest.bytes)
         proof.save(journal)
         return proof
@@ -214,8 +211,8 @@ class _Pacer:
 
 
 def _hash_source(journal: Journal, plan: Plan, proof: Proof, rate: int) -> Proof:
-    manifest = Manifest.from_dict(journal.load_json("copy-manifest.json"))
-    blocks = journal.load_json(TARGET_BLOCKS) or {}
+    manifest = Manifest.from_dict(journal.load_json(side_files.COPY_MANIFEST))
+    blocks = journal.load_json(side_files.TARGET_BLOCKS) or {}
     proof.began_at = proof.began_at or time.time()
     why = source_fingerprint.gone_why(plan)
     if why:
@@ -243,13 +240,7 @@ def _hash_source(journal: Journal, plan: Plan, proof: Proof, rate: int) -> Proof
 
 
 def _lock(journal: Journal, wait: bool) -> int | None:
-    fd = os.open(journal.dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    return try_lock(journal.dir / side_files.PROOF_LOCK, wait)
 
 
 def pending(journal: Journal) -> bool:
@@ -293,7 +284,7 @@ def run(journal: Journal, rate: int = 0, wait: bool = True) -> Proof | None:
 def start_background(journal: Journal, rate: int = RATE) -> None:
     """Start a detached prover (its own session: it outlives this process and its terminal)."""
     env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
-    with open(journal.dir / "proof.log", "ab") as log:
+    with open(journal.dir / side_files.PROOF_LOG, "ab") as log:
         subprocess.Popen([sys.executable, "-m", "datadir_mover.move.proof", str(journal.dir), str(rate)],
                          stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True,
                          close_fds=True)

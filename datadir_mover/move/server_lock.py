@@ -11,13 +11,13 @@ before a new journal is created.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import weakref
 from pathlib import Path
 
 from tuner.core.errors import MoveError
+from tuner.core.filelock import holder, set_holder, try_lock
 
 from datadir_mover.move.journal import moves_dir
 
@@ -45,17 +45,12 @@ class ServerLock:
         if self._fd is not None:
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").split()
-            os.close(fd)
-            other, pid = (holder + ["?", "?"])[:2]
+        fd = try_lock(self.path)
+        if fd is None:
+            other, pid = (holder(self.path).split() + ["?", "?"])[:2]
             raise MoveError(f"move {other} of {self.server_key} is at work in process {pid}: one move per server at a "
-                            f"time; wait for it to finish (`innotier move status`), then plan again") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{move_id} {os.getpid()}\n".encode(), 0)
+                            f"time; wait for it to finish (`innotier move status`), then plan again")
+        set_holder(fd, f"{move_id} {os.getpid()}")
         self._fd = fd
         self._closer = weakref.finalize(self, os.close, fd)  # an executor dropped without run() frees the server
         return self

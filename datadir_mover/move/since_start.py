@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from tuner.core.errors import InnotierError
 from tuner.core.server import ConnectionSpec, fetch_status
 
+from datadir_mover.move import side_files
 from datadir_mover.move.journal import Journal
 
-BASELINE_FILE = "since-start.json"
 ROW_WRITES = ("Com_insert", "Com_update", "Com_delete", "Com_replace", "Com_insert_select", "Com_update_multi",
               "Com_delete_multi", "Com_replace_select", "Com_load")
 LSN = ("Innodb_lsn_current", "Innodb_redo_log_current_lsn")  # MariaDB, MySQL 8.0.30+
@@ -55,21 +55,21 @@ def record_baseline(journal: Journal, spec: ConnectionSpec, exact: bool = True) 
     ``exact`` False: the server was already running when this START ran (a resumed mover), so clients may
     have written before these counters were read; the record then only says that they may have.
     """
-    if journal.load_json(BASELINE_FILE) is not None:
+    if journal.load_json(side_files.SINCE_START) is not None:
         return
     try:
         counters = _counters(spec) if exact else {}
     except (InnotierError, OSError):  # it accepted one connection: whether it takes more, the evidence stands
         counters = {}
-    journal.save_json(BASELINE_FILE, {**counters, "at": int(time.time()), "exact": bool(counters)})
+    journal.save_json(side_files.SINCE_START, {**counters, "at": int(time.time()), "exact": bool(counters)})
 
 
 def accepted_on_target(journal: Journal) -> bool:
-    return journal.load_json(BASELINE_FILE) is not None
+    return journal.load_json(side_files.SINCE_START) is not None
 
 
 def writes_since_start(journal: Journal, spec: ConnectionSpec) -> WritesSinceStart:
-    base = journal.load_json(BASELINE_FILE)
+    base = journal.load_json(side_files.SINCE_START)
     if base is None:
         return WritesSinceStart(True)
     if not base.get("exact", True):

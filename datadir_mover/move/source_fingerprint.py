@@ -34,7 +34,7 @@ import stat
 from enum import StrEnum
 from pathlib import Path
 
-from datadir_mover.move import components
+from datadir_mover.move import components, side_files
 from datadir_mover.move.copy import walk
 from datadir_mover.move.copy.redo import (MYSQL_REDO_CHECKPOINTS, MYSQL_REDO_DIR, MYSQL_REDO_FILE,
                                           MYSQL_REDO_FORMATS, REDO_CHECKPOINTS, REDO_FORMATS)
@@ -42,7 +42,6 @@ from datadir_mover.move.journal import Journal
 from datadir_mover.move.plan import Plan
 from datadir_mover.move.stepbase import model_stub
 
-FINGERPRINT_FILE = "source-fingerprint.json"
 VERSION = 2
 FIL_PAGE_LSN = 16  # the LSN of the page's last change (every InnoDB page)
 FIL_PAGE_FILE_FLUSH_LSN = 26  # page 0 of the system tablespace: written at a clean shutdown
@@ -175,7 +174,7 @@ def take(plan: Plan) -> dict:
 
 
 def record(journal: Journal, plan: Plan) -> None:
-    journal.save_json(FINGERPRINT_FILE, take(plan))
+    journal.save_json(side_files.SOURCE_FINGERPRINT, take(plan))
 
 
 # ---------------------------------------------------------------------------
@@ -256,7 +255,7 @@ def _classify_v1(then: dict, plan: Plan) -> tuple[SourceState, str]:
 
 def state_of(journal: Journal, plan: Plan, moved_only: bool = False) -> tuple[SourceState, str] | None:
     """The source against the fingerprint taken at VERIFY; None: none was taken (VERIFY not done)."""
-    then = journal.load_json(FINGERPRINT_FILE)
+    then = journal.load_json(side_files.SOURCE_FINGERPRINT)
     if then is None:
         return None
     why = gone_why(plan)

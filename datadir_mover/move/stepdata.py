@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
-from datadir_mover.move.journal import Journal
+from datadir_mover.move.journal import Journal, State
 
 T = TypeVar("T", bound="StepView")
 
@@ -28,25 +28,25 @@ class StepView:
 
 @dataclass
 class PrecopyData(StepView):
-    STATE: ClassVar[str] = "PRECOPY"
+    STATE: ClassVar[str] = State.PRECOPY
     passes: list[dict[str, Any]] = field(default_factory=list)
     preflush: dict[str, Any] | None = None
 
 
 @dataclass
 class ShutdownData(StepView):
-    STATE: ClassVar[str] = "SHUTDOWN"
+    STATE: ClassVar[str] = State.SHUTDOWN
     stop_began_at: float = 0.0
     stopped_at: float = 0.0
     read_lock_at: float = 0.0
     commits_waiting_at_stop: int = 0  # -1: unknown
-    waiting_commits: list[dict[str, Any]] = field(default_factory=list)  # atstop.AtStop.to_journal
+    waiting_commits: list[dict[str, Any]] = field(default_factory=list)  # waiting_commits.AtStop.to_journal
     preflush: dict[str, Any] = field(default_factory=dict)
     last_pass: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class StartData(StepView):
-    STATE: ClassVar[str] = "START"
+    STATE: ClassVar[str] = State.START
     started_at: float = 0.0
     start_seconds: float = 0.0

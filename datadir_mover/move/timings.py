@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from datadir_mover.move.journal import Journal
+from datadir_mover.move.journal import OFFLINE_STATES, Journal, State
 from datadir_mover.move.stepdata import ShutdownData, StartData
 
 
@@ -14,7 +14,7 @@ def timings(journal: Journal, verify_mode: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if sd.stop_began_at and st.started_at:
         out["downtime_s"] = round(st.started_at - sd.stop_began_at, 3)
-    vs = [r for r in journal.records() if r.state == "VERIFY_SERVER" and r.event == "done"]
+    vs = [r for r in journal.records() if r.state == State.VERIFY_SERVER and r.event == "done"]
     if vs and sd.stop_began_at:
         out["until_verified_s"] = round(vs[-1].at - sd.stop_began_at, 3)
     if st.started_at and sd.stop_began_at:
@@ -44,12 +44,12 @@ def downtime_breakdown(journal: Journal) -> dict[str, float]:
     out: dict[str, float] = {}
     if sd.stopped_at and sd.stop_began_at:
         out["stop_s"] = round(sd.stopped_at - sd.stop_began_at, 3)
-    for state in ("COPY", "VERIFY", "SWITCH"):
+    for state in OFFLINE_STATES:
         if state in began and state in done and done[state] >= began[state]:
             out[f"{state.lower()}_s"] = round(done[state] - began[state], 3)
-    if "START" in began and st.started_at:
+    if State.START in began and st.started_at:
         out["start_s"] = round(st.start_seconds, 3)
-        out["accept_wait_s"] = round(st.started_at - began["START"] - st.start_seconds, 3)
+        out["accept_wait_s"] = round(st.started_at - began[State.START] - st.start_seconds, 3)
     if st.started_at and sd.stop_began_at:
         out["other_s"] = round(st.started_at - sd.stop_began_at - sum(out.values()), 3)
     if "seconds" in sd.preflush:

@@ -3,7 +3,6 @@ into place and only then pointed at by ``current.json`` (the flip); the previous
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ from typing import Any
 
 from tuner.core.durable import fsync_dir, write_atomic, write_json_atomic
 from tuner.core.errors import TierError
+from tuner.core.filelock import try_lock
 
 from datadir_mover.move.copy import FileRecord, digest_file, walk
 
@@ -51,14 +51,11 @@ def current(backing: str) -> Generation | None:
 def lock(backing: str, what: str) -> int:
     """One sync or restore at a time on a backing directory (released when the returned fd is closed)."""
     try:
-        fd = os.open(Path(backing, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        fd = try_lock(Path(backing, ".lock"))
     except OSError as exc:
         raise TierError(f"cannot open the lock file in {backing}: {exc.strerror}; nothing was done ({what} not "
                         "started): make the backing directory writable") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+    if fd is None:
         raise TierError(f"another persist sync or restore is running on {backing}; wait for it ({what} not started)")
     return fd
 

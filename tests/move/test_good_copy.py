@@ -199,8 +199,9 @@ def test_a_server_started_by_hand_on_the_source_of_an_undo_move_is_caught(clone,
 
 @pytest.mark.root
 def test_a_heartbeat_row_does_not_excuse_damage_in_another_table(clone):
-    from datadir_mover.move import atstop, sample, verify
-    from datadir_mover.move.benign import Evidence, FileProof
+    from datadir_mover.move import server_check
+    from datadir_mover.move.server_check import table_sample, waiting_commits
+    from datadir_mover.move.server_check.benign import Evidence, FileProof
     from test_post_start_checks import MARKER, damage_row
 
     sb = clone("rc-heartbeat")
@@ -210,14 +211,14 @@ def test_a_heartbeat_row_does_not_excuse_damage_in_another_table(clone):
                   "CREATE TABLE hb.d (id INT PRIMARY KEY, v VARCHAR(64)) ENGINE=InnoDB",
                   f"INSERT INTO hb.d VALUES (1, '{MARKER.decode()}')")
     conn = spec.with_database(None).connect()
-    before = sample.take(conn).digests
+    before = table_sample.take(conn).digests
     conn.close()
     sb.stop("clean")
     damage_row(os.path.join(sb.datadir, "hb", "d.ibd"), 16384)
     sb.start()
     mvhelpers.sql(spec.with_database(None), "UPDATE hb.beat SET at = at + 1 WHERE id = 1")  # the heartbeat
-    check = verify.check_server(spec, "datadir", sb.datadir, before, "sample",
-                                Evidence(atstop.AtStop(), FileProof.READ_BACK))
+    check = server_check.check_server(spec, "datadir", sb.datadir, before, "sample",
+                                Evidence(waiting_commits.AtStop(), FileProof.READ_BACK))
     assert check.changed_since_start == ["hb.beat"], check.to_dict()
     assert [p.split(":")[0] for p in check.checksum_problems] == ["hb.d"], check.to_dict()
     assert not check.ok

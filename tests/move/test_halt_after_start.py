@@ -27,7 +27,7 @@ def _rows(spec) -> int:
                                    WorkloadError("3 of the TPC-C checks failed")], ids=["ServerError", "WorkloadError"])
 def test_failure_after_the_start_halts_and_discards_nothing(error, clone, mv_tiers, monkeypatch):
     from datadir_mover.move import plan as planmod
-    from datadir_mover.move import verify
+    from datadir_mover.move import server_check
     from datadir_mover.move.executor import Executor, MoveHalted
     from tuner.core.server import inspect
 
@@ -46,7 +46,7 @@ def test_failure_after_the_start_halts_and_discards_nothing(error, clone, mv_tie
         c.close()
         raise error
 
-    monkeypatch.setattr(verify, "check_server", failing_check)
+    monkeypatch.setattr(server_check, "check_server", failing_check)
     ex = Executor.create(plan)
     ex.background_proof = False
     with pytest.raises(MoveHalted) as halted:

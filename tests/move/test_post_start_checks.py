@@ -14,8 +14,9 @@ import pytest
 
 import mvhelpers
 
-from datadir_mover.move import atstop, benign, sample, verify
-from datadir_mover.move.benign import Evidence, FileProof
+from datadir_mover.move import read_lock, server_check
+from datadir_mover.move.server_check import benign, table_sample, waiting_commits
+from datadir_mover.move.server_check.benign import Evidence, FileProof
 from datadir_mover.move.executor import MoveHalted
 from tuner.core.errors import MoveError
 from waiting import wait_for
@@ -26,8 +27,8 @@ DAMAGED = b"innotier-damage-marker-0002"
 
 # ---------------------------------------------------------------------------- the rules, on stated inputs
 
-def _at_stop(*commits: tuple[int, list[str]]) -> atstop.AtStop:
-    return atstop.AtStop([atstop.WaitingCommit(i, str(100 + i), 1, n, tables) for i, (n, tables) in enumerate(commits)])
+def _at_stop(*commits: tuple[int, list[str]]) -> waiting_commits.AtStop:
+    return waiting_commits.AtStop([waiting_commits.WaitingCommit(i, str(100 + i), 1, n, tables) for i, (n, tables) in enumerate(commits)])
 
 
 BEFORE = {"a.t": 1, "a.u": 2, "a.v": 3}
@@ -51,7 +52,7 @@ def test_tables_a_commit_locked_but_the_server_did_not_name_excuse_nothing():
 
 
 def test_only_writes_to_the_table_itself_excuse_it():
-    ev = Evidence(atstop.AtStop(), FileProof.READ_BACK)
+    ev = Evidence(waiting_commits.AtStop(), FileProof.READ_BACK)
     assert benign.judge(BEFORE, {"a.t": 0, "a.u": 2, "a.v": 3}, ev, written={"a.t"}).since_start == ["a.t"]
     heartbeat = benign.judge(BEFORE, {"a.t": 0, "a.u": 2, "a.v": 3}, ev, written={"hb.beat", "a.u"})
     assert heartbeat.since_start == [] and [p.split(":")[0] for p in heartbeat.problems] == ["a.t"]
@@ -63,16 +64,16 @@ def test_without_a_file_proof_nothing_is_accepted_and_a_pending_proof_is_said():
     assert len(benign.judge(BEFORE, after, Evidence(_at_stop((1, ["a.t"])), FileProof.NONE), {"a.t"}).problems) == 1
     pending = benign.judge(BEFORE, after, Evidence(_at_stop((1, ["a.t"])), FileProof.PENDING))
     assert pending.at_stop == [] and len(pending.problems) == 1 and pending.pending_proof  # pending is no proof
-    unknown = Evidence(atstop.AtStop(known=False), FileProof.READ_BACK)
+    unknown = Evidence(waiting_commits.AtStop(known=False), FileProof.READ_BACK)
     assert len(benign.judge(BEFORE, after, unknown).problems) == 1
 
 
 def test_the_journal_keeps_what_waited_and_an_old_or_failed_record_counts_as_unknown():
     record = _at_stop((2, ["a.t"])).to_journal()
-    assert atstop.AtStop.from_journal(record) == _at_stop((2, ["a.t"]))
-    assert atstop.AtStop.from_journal({"commits_waiting_at_stop": 1}).count == -1  # no list: written before
-    assert atstop.AtStop.from_journal({"commits_waiting_at_stop": -1}).count == -1
-    assert atstop.AtStop.from_journal(None).count == 0
+    assert waiting_commits.AtStop.from_journal(record) == _at_stop((2, ["a.t"]))
+    assert waiting_commits.AtStop.from_journal({"commits_waiting_at_stop": 1}).count == -1  # no list: written before
+    assert waiting_commits.AtStop.from_journal({"commits_waiting_at_stop": -1}).count == -1
+    assert waiting_commits.AtStop.from_journal(None).count == 0
     assert Evidence.of_move(record, precopy=False).file_proof == FileProof.READ_BACK
     assert Evidence.of_move(record, precopy=True).file_proof == FileProof.PENDING
     assert Evidence.of_move(record, precopy=True, proof="passed").file_proof == FileProof.PASSED
@@ -96,7 +97,7 @@ def test_only_commits_waiting_on_the_block_are_counted_with_the_tables_they_hold
     spec = sb.connection_spec()
     _schema(spec)
     holder = spec.with_database(None).connect()
-    verify.block_writes(holder)
+    read_lock.block_writes(holder)
     others = []
     for sql in ("CREATE TABLE mvs.x (id INT PRIMARY KEY)", "SELECT COUNT(*) FROM mvs.d"):
         t = threading.Thread(target=lambda q=sql: _sql(spec, q), daemon=True)  # a DDL waits; a read does not
@@ -108,7 +109,7 @@ def test_only_commits_waiting_on_the_block_are_counted_with_the_tables_they_hold
                                       "'Waiting for backup lock' AND INFO LIKE 'CREATE TABLE%'")[0][0], 20,
                          "the DDL waits on the block")
     assert ddl_waits == 1
-    now = atstop.read(holder)
+    now = waiting_commits.read(holder)
     assert now.count == 1 and now.commits[0].tables == ["mvs.t"] and now.commits[0].tables_locked == 1, now
     assert seen.commits[0].trx == now.commits[0].trx
     holder.close()
@@ -124,17 +125,17 @@ def test_a_commit_waiting_at_the_stop_explains_only_its_own_table(clone):
     spec = sb.connection_spec()
     _schema(spec)
     holder = spec.with_database(None).connect()
-    verify.block_writes(holder)
-    before = sample.take(holder).digests
+    read_lock.block_writes(holder)
+    before = table_sample.take(holder).digests
     pending = mvhelpers.PendingCommit(spec, "INSERT INTO mvs.t VALUES (2)")
     waiting = pending.start_waiting(spec)
     sb.stop("clean")
     pending.thread.join(20)
     sb.start()
     rows = _sql(spec, "SELECT COUNT(*) FROM mvs.t")[0][0]
-    tolerant = verify.check_server(spec, "datadir", sb.datadir, before, "sample", Evidence(waiting, FileProof.SOURCE))
-    strict = verify.check_server(spec, "datadir", sb.datadir, before, "sample",
-                                 Evidence(atstop.AtStop(), FileProof.SOURCE))
+    tolerant = server_check.check_server(spec, "datadir", sb.datadir, before, "sample", Evidence(waiting, FileProof.SOURCE))
+    strict = server_check.check_server(spec, "datadir", sb.datadir, before, "sample",
+                                 Evidence(waiting_commits.AtStop(), FileProof.SOURCE))
     assert tolerant.ok and tolerant.commits_waiting_at_stop == 1 and tolerant.row_writes_since_start == 0
     if rows == 2:  # the waiting commit completed during the shutdown
         assert tolerant.changed_at_stop == ["mvs.t"] and not strict.ok, (pending.outcome, strict.to_dict())
@@ -210,13 +211,13 @@ def _damage_before_start(plan, monkeypatch) -> None:
 @pytest.mark.parametrize("verify_mode", ["sample", "tables"])
 def test_damage_on_the_target_halts_the_move_while_a_commit_waits_at_the_stop(verify_mode, clone, mv_tiers,
                                                                              monkeypatch):
-    from datadir_mover.move import server_steps
+    from datadir_mover.move import shutdown_step
 
     sb = clone(f"mv-dmg-{verify_mode}")
     spec = sb.connection_spec()
     _schema(spec)
     pending: list[mvhelpers.PendingCommit] = []
-    hook = server_steps.crash_point
+    hook = shutdown_step.crash_point
 
     def at_point(name: str) -> None:  # the commit arrives while the block is held, before the stop
         if name == "SHUTDOWN:mid":
@@ -224,7 +225,7 @@ def test_damage_on_the_target_halts_the_move_while_a_commit_waits_at_the_stop(ve
             pending[0].start_waiting(spec)
         hook(name)
 
-    monkeypatch.setattr(server_steps, "crash_point", at_point)
+    monkeypatch.setattr(shutdown_step, "crash_point", at_point)
     ex, plan = _datadir_move(sb, os.path.join(mv_tiers["tmpfs"], f"dmg-{verify_mode}"), None, verify_mode)
     _damage_before_start(plan, monkeypatch)
     with pytest.raises(MoveHalted) as halted:

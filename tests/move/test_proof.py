@@ -93,3 +93,43 @@ def test_page_body_written_on_the_source_after_its_precopy_is_caught_before_fina
     assert back["started"] and ex.journal.phase == "rolled_back"
     assert os.path.realpath(inspect(spec).datadir) == os.path.realpath(plan.source_dir)
     assert victim.read_bytes()[at:at + len(INJECTED)] == INJECTED
+
+
+@pytest.mark.root
+def test_a_link_retargeted_in_the_target_after_the_copy_fails_the_proof_naming_both_destinations(clone, mv_tiers):
+    """The proof compares where each symbolic link points, not only that it is a link: a link in the target
+    replaced after COPY by one to another destination (the same name, the same kind) is named by the proof with
+    both destinations, and START refuses to run the server on that target (the source stays the good copy)."""
+    from datadir_mover.move import plan as planmod
+    from datadir_mover.move.executor import Executor
+    from datadir_mover.move.stepbase import MoveHalted
+    from tuner.core.server import inspect
+
+    sb = clone("mv-proof-link")
+    spec = sb.connection_spec()
+    link = "innotier-notes"  # a link beside the server's files, to one of them (the server reads neither)
+    os.symlink("ibdata1", os.path.join(inspect(spec).datadir, link))
+    plan = planmod.build(planmod.MoveRequest("datadir", os.path.join(mv_tiers["tmpfs"], "proof-link"), probe=False),
+                         spec)
+    assert link in plan.names
+
+    def retarget(state: str) -> None:
+        if state == "VERIFY":  # COPY is done: the copy made the link as the source has it
+            planted = Path(plan.target_dir, link)
+            assert os.readlink(planted) == "ibdata1"
+            planted.unlink()
+            os.symlink("/etc/hostname", planted)
+
+    ex = Executor.create(plan)
+    ex.on_state = retarget
+    with pytest.raises(MoveHalted, match=f"{link} \\(no longer a link to ibdata1\\)"):
+        ex.run()
+    proof = proofmod.Proof.load(ex.journal)
+    assert proof.status == "failed", proof
+    assert [(m.file, m.why) for m in proof.mismatches] == [
+        (link, "a link to '/etc/hostname' in the target at the switch, a link to 'ibdata1' when copied")], proof
+    assert f"{link} (a link to '/etc/hostname'" in proof.text()
+
+    back = Executor.open(ex.journal).rollback()
+    assert back["started"] and ex.journal.phase == "rolled_back"
+    assert os.readlink(os.path.join(plan.source_dir, link)) == "ibdata1"

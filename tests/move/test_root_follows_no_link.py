@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from datadir_mover.move.copy import Manifest, UnsafePath, copy_tree, safe_fs, verify_tree, walk
-from datadir_mover.move.finalize_step import FinalizeStep
+from datadir_mover.move import finalize_step
 
 RACER = "recfs-racer"
 # the racer: one line of JSON in, the change made as the unprivileged user, "ok" (or the error) out
@@ -221,7 +221,7 @@ def test_finalize_removal_through_a_swapped_source_directory_stays_inside(trees,
     fired = pause_before(monkeypatch, "remove", lambda t, rel: rel == "db/t1.ibd",
                          lambda: racer.do("swap", str(src / "db"), str(canary)))
     with safe_fs.Tree(src) as tree:
-        removed, kept = FinalizeStep._remove_copied(tree, Manifest.from_dict(manifest.to_dict()))
+        removed, kept = finalize_step._remove_copied(tree, Manifest.from_dict(manifest.to_dict()))
     assert fired and snapshot(canary) == before, "finalize removed a file of the canary through the link"
     # the removals went to the directory the copy was taken from (renamed aside), and the racer's link itself
     assert not (src / "db.aside" / "t1.ibd").exists() and not (src / "db.aside" / "t2.ibd").exists()

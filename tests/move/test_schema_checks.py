@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from datadir_mover.move import checks
-from datadir_mover.move.verify import ServerCheck
+from datadir_mover.move.server_check import ServerCheck, schema_checks as checks
 from tuner.cli import build_parser
 from tuner.core.server import ConnectionSpec
 

@@ -28,7 +28,7 @@ def test_last_pass_under_the_block_keeps_to_the_budget(budget, clone, mv_tiers):
     plan = planmod.build(planmod.MoveRequest("datadir", os.path.join(mv_tiers["tmpfs"], f"block{budget:g}"),
                                              precopy=True, probe=False), spec)
     ex = Executor.create(plan, max_write_block_s=budget)
-    assert Executor.open(ex.journal).max_write_block_s == budget  # journaled: a resumed mover keeps the bound
+    assert Executor.open(ex.journal).ctx.max_write_block_s == budget  # journaled: a resumed mover keeps the bound
     result = ex.run()
     assert result["phase"] == "committed"
     shutdown = ex.journal.data("SHUTDOWN")
@@ -50,7 +50,7 @@ def test_block_that_cannot_be_taken_in_lock_wait_timeout_falls_back_to_the_plain
     session), then stops without a sample instead of queueing behind it with every commit."""
     from datadir_mover.move import plan as planmod
     from datadir_mover.move.executor import Executor
-    from datadir_mover.move.server_steps import LOCK_WAIT_S
+    from datadir_mover.move.read_lock import LOCK_WAIT_S
 
     sb = clone("mv-block-held")
     spec = sb.connection_spec()

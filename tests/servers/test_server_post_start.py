@@ -13,7 +13,8 @@ import threading
 import pytest
 
 import mvhelpers
-from datadir_mover.move import atstop, sample, tables_written, verify
+from datadir_mover.move import read_lock
+from datadir_mover.move.server_check import table_sample, tables_written, waiting_commits
 from waiting import wait_for
 
 
@@ -29,14 +30,14 @@ def test_commits_waiting_on_flush_tables_with_read_lock_and_row_writes(server_sa
          "CREATE TABLE mvs.u (id INT PRIMARY KEY) ENGINE=InnoDB")
     pending = mvhelpers.PendingCommit(spec, "INSERT INTO mvs.t VALUES (1)")  # its row is written before the block
     holder = spec.with_database(None).connect()
-    assert verify.block_writes(holder) == verify.SQL_READ_LOCK
+    assert read_lock.block_writes(holder) == read_lock.SQL_READ_LOCK
     writer = threading.Thread(target=lambda: _sql(spec, "INSERT INTO mvs.u VALUES (1)"), daemon=True)
     writer.start()
     pending.start_waiting(spec)
     wait_for(lambda: _sql(spec, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
                                 "WHERE STATE = 'Waiting for global read lock'")[0][0], 20,
              "the autocommit insert waits for the global read lock")
-    now = atstop.read(holder)
+    now = waiting_commits.read(holder)
     assert now.count == 1 and now.commits[0].tables == ["mvs.t"] and now.commits[0].tables_locked == 1, now
     holder.close()
     pending.thread.join(20)
@@ -52,13 +53,13 @@ def test_commits_waiting_on_flush_tables_with_read_lock_and_row_writes(server_sa
             cur.execute("SELECT id FROM mvs.t WHERE id = ?", (i,))
             cur.fetchall()
         cur.close()
-        assert sample.row_writes(conn) == 0
+        assert table_sample.row_writes(conn) == 0
         status = dict(_sql(spec, "SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'"))
         assert int(status["Com_stmt_execute"]) >= 20, status
         assert tables_written.since_start(conn) == set()  # both tables were written before the restart only
         conn.cursor().execute("INSERT INTO mvs.u VALUES (2)")
         conn.commit()
-        assert sample.row_writes(conn) == 1
+        assert table_sample.row_writes(conn) == 1
         assert tables_written.since_start(conn) == {"mvs.u"}  # the per-table evidence benign.py accepts
     finally:
         conn.close()

@@ -114,7 +114,7 @@ def test_check_on_a_missing_schema_says_how_to_load(shared_sandbox):
 def test_the_movers_tpcc_check_applies_only_to_schemas_innotier_loaded(tpcc_w1):
     """An ERP with tables named like TPC-C's, and a copy of the nine tables without the loader's record, are not
     checked as TPC-C after a move; the schema the loader loaded (and recorded in tpcc_meta) is."""
-    from datadir_mover.move import checks
+    from datadir_mover.move.server_check import schema_checks
     from tuner.tpcc import move_check
 
     admin = tpcc_w1.with_database(None)
@@ -129,7 +129,7 @@ def test_the_movers_tpcc_check_applies_only_to_schemas_innotier_loaded(tpcc_w1):
         found = move_check.tpcc_schemas(admin)
         assert "tpcc" in found and "erp" not in found and "tpcc_lookalike" not in found, found
         move_check.register()
-        results = checks.run_schema_checks(admin)[move_check.NAME]
+        results = schema_checks.run_schema_checks(admin)[move_check.NAME]
         assert results["tpcc"] == "ok" and "erp" not in results and "tpcc_lookalike" not in results, results
         # the loader's record makes it innotier's; an unfinished load does not count
         execute(admin.with_database("tpcc_lookalike"), "INSERT INTO tpcc_meta (name, value) VALUES ('loader', '1')",

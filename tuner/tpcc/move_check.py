@@ -12,7 +12,7 @@ that load was verified (state ``loaded``).  Tables that merely share TPC-C's nam
 
 from __future__ import annotations
 
-from datadir_mover.move.checks import register_schema_check
+from datadir_mover.move.server_check.schema_checks import register_schema_check
 from tuner.core.server import ConnectionSpec
 from tuner.tpcc import schema
 from tuner.tpcc.check import run_checks

@@ -3,7 +3,7 @@
 The check after the start compares each table's sample or checksum with the one read under
 the commit block before the stop.  A difference is damage unless it is proven benign, and
 only two causes are: commits that waited on the block at the stop and completed during the
-shutdown (``atstop.py``), and client writes since the start (sample mode only: ``--verify
+shutdown (``waiting_commits``), and client writes since the start (sample mode only: ``--verify
 tables`` holds a read lock from the start).  A difference is accepted only when all of these hold
 (docs/relocation.md, "When a difference after the start is accepted"):
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from datadir_mover.move.atstop import AtStop
+from datadir_mover.move.server_check.waiting_commits import AtStop
 
 
 class FileProof(StrEnum):

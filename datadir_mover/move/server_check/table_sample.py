@@ -1,19 +1,19 @@
 """A bounded sample of every InnoDB table: the first and last rows by primary key, hashed.
 
-The proof that a moved file is right is file-level (``copy.py``: every byte read from the
+The proof that a moved file is right is file-level (``copy``: every byte read from the
 source, every byte read back from the target).  The sample answers a different question
 cheaply: does the server, started on the new location, read every table, from the root of
 its clustered index down to the leftmost and rightmost leaf pages, and return the same
 rows as before the stop?  ``SAMPLE_ROWS`` rows from each end of the primary key (a few
 16 KiB pages' worth; a small table is hashed whole) cost milliseconds per table, so the
-"before" sample is taken with commits blocked (``verify.block_writes``) right before the stop
+"before" sample is taken with commits blocked (``read_lock.block_writes``) right before the stop
 without blocking writes for longer than a fraction of the shutdown itself.
 
 After the start no lock is taken: clients may write at once.  The server's counters of rows
 written start at zero with it (``row_writes``: InnoDB's own row counters where the server has
 them, else ``Handler_write/update/delete``, which MariaDB keeps apart from its internal temporary
 tables; never statement counters, which count reads too), so when they are still zero after the
-sample no client wrote; ``benign.py`` says when a table that differs is put down to those writes.
+sample no client wrote; ``benign`` says when a table that differs is put down to those writes.
 """
 
 from __future__ import annotations

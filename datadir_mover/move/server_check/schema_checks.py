@@ -23,7 +23,7 @@ class SchemaCheck:
 
 
 _CHECKS: dict[str, SchemaCheck] = {}
-# keys of the verification result (verify.ServerCheck.to_dict) a check's name may not take
+# keys of the verification result (``server_check.ServerCheck.to_dict``) a check's name may not take
 RESERVED_NAMES = frozenset({"locations_ok", "location", "tables", "checksum_problems", "ok", "mode",
                             "changed_since_start", "row_writes_since_start", "changed_at_stop",
                             "commits_waiting_at_stop", "file_proof", "pending_proof", "seconds"})

@@ -3,7 +3,7 @@
 A shutdown closes every connection, the block's holder among them, so a commit that waits on
 the block may complete before its own connection is closed: the "before" sample or checksums
 (read under the block) then differ from the stopped files, with no copy at fault.  The check
-after the start (``benign.py``) may put such a difference down to these commits only for a
+after the start (``benign``) may put such a difference down to these commits only for a
 table one of them holds a lock on.  So, right before the stop, the holder's connection reads:
 
 - which connections wait on the block *in a commit*: the block's wait state (``BACKUP STAGE

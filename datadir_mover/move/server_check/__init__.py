@@ -1,21 +1,26 @@
-"""Is the server whole after a move?  Table checksums or samples before and after, the paths it reports, schema checks.
+"""The post-start check: is the server whole on the new location?  (And on the old one after a rollback.)
 
 Three levels (``--verify``), the file-level checksums of the copy being the proof in all of them:
 
 - ``files``: the server starts on the new location and reports it; no lock, no table reads.
-- ``sample`` (default): plus a bounded sample of every table (``sample.py``) taken under the
-  read lock right before the stop and again after the start, without a lock.
-- ``tables``: plus ``CHECKSUM TABLE`` of every table under the read lock before the stop and
-  again under a read lock after the start, and the registered schema checks (``checks.py``:
-  the TPC-C consistency conditions read every row: minutes at hundreds of GB, writes blocked
-  all that time).
+- ``sample`` (default): plus a bounded sample of every table (``table_sample``) taken under the
+  commit block right before the stop and again after the start, without a lock.
+- ``tables``: plus ``CHECKSUM TABLE`` of every table (``table_checksums``) under the commit block
+  before the stop and again under a read lock after the start, and the registered schema checks
+  (``schema_checks``: the TPC-C consistency conditions read every row: minutes at hundreds of GB,
+  writes blocked all that time).
 
 ``CHECKSUM TABLE`` reads every row of a table and returns one number (MariaDB/MySQL
 manual, CHECKSUM TABLE), so equal values before shutdown and after start mean every
-row came back.  The "before" values are taken with every commit blocked (``block_writes``)
+row came back.  The "before" values are taken with every commit blocked (``read_lock.block_writes``)
 held until the server stops, so no write can slip in between.  InnoDB's persistent
 statistics tables are left out: background statistics recalculation rewrites them.  A table
-that differs after the start halts the move unless ``benign.py`` proves it benign.
+that differs after the start halts the move unless ``benign`` proves it benign, from the
+commits waiting on the block at the stop (``waiting_commits``) or the tables written since the
+start (``tables_written``).
+
+This module is the check's entry (``check_server``, ``require_ok``, ``ServerCheck``); the modules
+of the package hold one piece each of what it reads and how it judges.
 """
 
 from __future__ import annotations
@@ -28,67 +33,14 @@ from typing import Any
 from tuner.core.errors import MoveError
 from tuner.core.server import ConnectionSpec, inspect
 
-from datadir_mover.move import benign, sample, tables_written
-from datadir_mover.move.benign import FileProof
-from datadir_mover.move.checks import run_schema_checks
 from datadir_mover.move.components import source_dir
+from datadir_mover.move.server_check import benign, table_sample, tables_written
+from datadir_mover.move.server_check.benign import FileProof
+from datadir_mover.move.server_check.schema_checks import run_schema_checks
+from datadir_mover.move.server_check.table_checksums import checksums_now
 
-SQL_READ_LOCK = "FLUSH TABLES WITH READ LOCK"
-SKIPPED_TABLES = sample.SKIPPED_TABLES
 VERIFY_MODES = ("files", "sample", "tables")
 DEFAULT_VERIFY = "sample"
-
-
-def _ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def table_checksums(conn) -> dict[str, int | None]:
-    """``schema.table`` -> CHECKSUM TABLE value for every InnoDB table (statistics tables excluded)."""
-    cur = conn.cursor()
-    out: dict[str, int | None] = {}
-    for schema, table, _ in sample.innodb_tables(cur):
-        cur.execute(f"CHECKSUM TABLE {_ident(schema)}.{_ident(table)}")
-        row = cur.fetchone()
-        out[f"{schema}.{table}"] = None if row is None or row[1] is None else int(row[1])
-    cur.close()
-    return out
-
-
-# MariaDB 10.4+: block commits without waiting for open transactions to end (FLUSH TABLES WITH READ LOCK
-# waits for every table in use, so a client inside a transaction whose next write waits on the lock
-# stalls both until a timeout; docs/relocation.md has the figures)
-SQL_BLOCK_COMMIT = ("BACKUP STAGE START", "BACKUP STAGE FLUSH", "BACKUP STAGE BLOCK_DDL", "BACKUP STAGE BLOCK_COMMIT")
-
-
-def block_writes(conn) -> str:
-    """Stop every commit on the server for as long as ``conn`` stays open; the statement that did it.
-
-    ``BACKUP STAGE BLOCK_COMMIT`` where the server has it (MariaDB 10.4+): transactions
-    already open go on until their commit, which waits, so uncommitted work is rolled back
-    by the stop and what a read sees is what the stop keeps.  Elsewhere (MySQL)
-    ``FLUSH TABLES WITH READ LOCK``.
-    """
-    cur = conn.cursor()
-    try:
-        for sql in SQL_BLOCK_COMMIT:
-            cur.execute(sql)
-        return SQL_BLOCK_COMMIT[-1]
-    except Exception as exc:  # noqa: BLE001 - a server without BACKUP STAGE answers with a syntax error
-        if getattr(exc, "errno", None) not in (1064, 1193, 1295):  # parse error, unknown stage, not supported
-            raise
-        cur.execute(SQL_READ_LOCK)
-        return SQL_READ_LOCK
-    finally:
-        cur.close()
-
-
-def checksums_now(spec: ConnectionSpec) -> dict[str, int | None]:
-    conn = spec.with_database(None).connect()
-    try:
-        return table_checksums(conn)
-    finally:
-        conn.close()
 
 
 @dataclass
@@ -97,7 +49,7 @@ class ServerCheck:
     location: str | None
     tables: int
     checksum_problems: list[str]
-    # registered schema check name -> {schema: "ok" / "failed: ..."} (datadir_mover.move.checks)
+    # registered schema check name -> {schema: "ok" / "failed: ..."} (``schema_checks``)
     schema_checks: dict[str, dict[str, str]] = field(default_factory=dict)
     mode: str = "tables"
     changed_since_start: list[str] = field(default_factory=list)  # sample: differs, explained by rows written since
@@ -162,8 +114,8 @@ def _check_sample(spec: ConnectionSpec, result: ServerCheck, before: dict[str, A
     or during the sample when it is zero)."""
     conn = spec.with_database(None).connect()
     try:
-        after = sample.take(conn, budget_s=float("inf"))
-        result.row_writes_since_start = sample.row_writes(conn)
+        after = table_sample.take(conn, budget_s=float("inf"))
+        result.row_writes_since_start = table_sample.row_writes(conn)
         written = tables_written.since_start(conn) if result.row_writes_since_start else set()
     finally:
         conn.close()

@@ -146,7 +146,8 @@ def test_a_tier_not_mounted_or_too_small_or_an_unconfirmed_move_changes_nothing(
              ("is on the same file system as", "if the tier is not mounted there, mount it")),
             (["tpcc.stock", "--to", str(small), "--yes"], 7,
              ("free but the move needs", "free space on the tier or choose a larger one")),
-            (["tpcc.district", "--to", tier], 2, ("needs confirmation; standard input is not a terminal, so pass --yes",)),
+            (["tpcc.district", "--to", tier], 2,
+             ("needs confirmation; standard input is not a terminal, so pass --yes",)),
         ]
         for args, code, words in cases:
             r = cli("table-move", "apply", *args, *sb, input="")

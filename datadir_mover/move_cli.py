@@ -17,6 +17,7 @@ from datadir_mover.move import plan as planmod
 from tuner.core.durable import write_json_atomic
 from datadir_mover.move.executor import MAX_WRITE_BLOCK_S, Executor, status_of  # also registers the sandbox-destroy closer
 from datadir_mover.move.journal import all_journals, find
+from datadir_mover.journaled_args import RESUME_ID_HELP, STATUS_ID_HELP, add_journal_args, add_yes, confirm, echo
 from datadir_mover.move import proof as proofmod
 from tuner.core.units import parse_duration, parse_size
 
@@ -65,30 +66,24 @@ def register(sub) -> None:
     ap = s.add_parser("apply", help="carry out a move under the journal (asks first unless --yes)", epilog=EPILOG)
     _add_request_args(ap)
     ap.add_argument("--plan", metavar="FILE", help="a plan saved with `move plan --save` (re-checked first)")
-    ap.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_yes(ap)
     ap.add_argument("--json", action="store_true")
     ap.set_defaults(func=cmd_apply)
 
     st = s.add_parser("status", help="moves and how far each got")
-    st.add_argument("--id", help="one move (default: all, newest first)")
-    st.add_argument("--json", action="store_true")
+    add_journal_args(st, STATUS_ID_HELP)
     st.set_defaults(func=cmd_status)
 
     rs = s.add_parser("resume", help="carry on an interrupted move from its journal")
-    rs.add_argument("--id", help="the move (default: the only unfinished one)")
-    rs.add_argument("--json", action="store_true")
+    add_journal_args(rs, RESUME_ID_HELP)
     rs.set_defaults(func=cmd_resume)
 
     rb = s.add_parser("rollback", help="undo an unfinished move: server back on the old location, verified")
-    rb.add_argument("--id", help="the move (default: the only unfinished one)")
-    rb.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    rb.add_argument("--json", action="store_true")
+    add_journal_args(rb, RESUME_ID_HELP, asks_first=True)
     rb.set_defaults(func=cmd_rollback)
 
     fz = s.add_parser("finalize", help="remove the source of a committed move")
-    fz.add_argument("--id", help="the move (default: the only committed one)")
-    fz.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    fz.add_argument("--json", action="store_true")
+    add_journal_args(fz, "the move (default: the only committed one)", asks_first=True)
     fz.set_defaults(func=cmd_finalize)
     _register_proof_options(s, ap, rb, fz)
 
@@ -106,13 +101,6 @@ def _request(args):
                        slow_shutdown=args.slow_shutdown, page_size=args.page_size, service=args.service,
                        systemd_changes=not args.no_systemd_changes,
                        probe=not getattr(args, "no_probe", False), verify=args.verify)
-
-
-def _echo(quiet: bool):
-    def echo(msg: str) -> None:
-        if not quiet:
-            print(f"innotier: {msg}", file=sys.stderr)
-    return echo
 
 
 def _progress_factory(enabled: bool):
@@ -135,16 +123,6 @@ def _progress_factory(enabled: bool):
                 progress.stop()
         return advance
     return factory
-
-
-def _confirm(question: str, yes: bool) -> None:
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise UsageError(f"{question.rstrip('?')} needs confirmation; standard input is not a terminal, so pass --yes")
-    answer = input(f"{question} [y/N] ").strip().lower()
-    if answer not in ("y", "yes"):
-        raise MoveError("not confirmed; nothing was changed")
 
 
 def _connection(args):
@@ -192,8 +170,8 @@ def cmd_apply(args) -> int:
     if not args.json:
         sys.stdout.write(planmod.render(plan))
         sys.stdout.flush()
-    _confirm(f"Move {plan.component} of {plan.control['describe']} to {plan.target_dir}?", args.yes)
-    ex = Executor.create(plan, echo=_echo(args.json), progress=_progress_factory(not args.json),
+    confirm(f"Move {plan.component} of {plan.control['describe']} to {plan.target_dir}?", args.yes)
+    ex = Executor.create(plan, echo=echo(args.json), progress=_progress_factory(not args.json),
                          max_write_block_s=args.max_write_block)
     result = ex.run()
     _print_result(result, args.json)
@@ -273,7 +251,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    ex = Executor.open(find(args.id, ("open",)), echo=_echo(args.json), progress=_progress_factory(not args.json))
+    ex = Executor.open(find(args.id, ("open",)), echo=echo(args.json), progress=_progress_factory(not args.json))
     result = ex.run()
     _print_result(result, args.json)
     return 0
@@ -281,13 +259,13 @@ def cmd_resume(args) -> int:
 
 def cmd_rollback(args) -> int:
     journal = find(args.id, ("open", "committed"))
-    ex = Executor.open(journal, echo=_echo(args.json))
+    ex = Executor.open(journal, echo=echo(args.json))
     ex.refuse_if_closed(args.discard_writes_since_start)   # before asking: a refusal needs no confirmation
     if journal.phase == "open" and journal.began("START"):
-        _confirm(f"The server has started on {ex.plan.target_dir}; rolling back returns it to the files as they were "
+        confirm(f"The server has started on {ex.plan.target_dir}; rolling back returns it to the files as they were "
                  "at shutdown and discards writes made since. Roll back?", args.yes)
     else:
-        _confirm(f"Roll back move {ex.plan.move_id} ({ex.plan.component} to {ex.plan.target_dir})?", args.yes)
+        confirm(f"Roll back move {ex.plan.move_id} ({ex.plan.component} to {ex.plan.target_dir})?", args.yes)
     result = ex.rollback(discard_writes_since_start=args.discard_writes_since_start)
     if args.json:
         print_json(result)
@@ -299,8 +277,8 @@ def cmd_rollback(args) -> int:
 
 def cmd_finalize(args) -> int:
     journal = find(args.id, ("committed",))
-    ex = Executor.open(journal, echo=_echo(args.json))
-    _confirm(f"Remove the source of move {ex.plan.move_id} ({ex.plan.source_dir})?", args.yes)
+    ex = Executor.open(journal, echo=echo(args.json))
+    confirm(f"Remove the source of move {ex.plan.move_id} ({ex.plan.source_dir})?", args.yes)
     result = ex.finalize(accept_volatile=args.i_accept_volatile, persist_backing=args.persist_backing)
     if args.json:
         print_json(result)

@@ -7,6 +7,7 @@ import sys
 from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
 from tuner.core.errors import MoveError, UsageError
 
+from datadir_mover.journaled_args import RESUME_ID_HELP, STATUS_ID_HELP, add_journal_args, add_yes, confirm, echo
 from datadir_mover.tablemove import register as registermod
 from datadir_mover.tablemove import status as statusmod
 from datadir_mover.tablemove import store
@@ -39,26 +40,23 @@ def register(sub) -> None:
     pl.set_defaults(func=cmd_plan)
     ap = s.add_parser("apply", help="move the table under a journal (asks first unless --yes)", epilog=EPILOG)
     _add_request_args(ap)
-    ap.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_yes(ap)
     ap.set_defaults(func=cmd_apply)
     rs = s.add_parser("resume", help="carry on an interrupted table move (or register-root) from its journal")
-    rs.add_argument("--id", help="the move (default: the only unfinished one)")
-    rs.add_argument("--json", action="store_true")
+    add_journal_args(rs, RESUME_ID_HELP)
     rs.set_defaults(func=cmd_resume)
     bk = s.add_parser("back", help="undo an unfinished table move, or bring a moved table home to the datadir")
     bk.add_argument("table", nargs="?", metavar="SCHEMA.TABLE",
                     help="the table whose move to undo or bring home (default: the only unfinished or committed move)")
-    bk.add_argument("--id", help="the move (default: the only unfinished or committed one of TABLE, or of all)")
-    bk.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    bk.add_argument("--json", action="store_true")
+    add_journal_args(bk, "the move (default: the only unfinished or committed one of TABLE, or of all)",
+                     asks_first=True)
     bk.set_defaults(func=cmd_back)
     st = s.add_parser("status", help="table moves, and whether each moved table is still on its tier")
-    st.add_argument("--id", help="one move (default: all, newest first)")
-    st.add_argument("--json", action="store_true")
+    add_journal_args(st, STATUS_ID_HELP)
     st.set_defaults(func=cmd_status)
     rr = s.add_parser("register-root", help="MySQL: add a tier root to innodb_directories (one restart, once)")
     rr.add_argument("root", metavar="ROOT")
-    rr.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_yes(rr)
     rr.add_argument("--json", action="store_true")
     add_connection_args(rr)
     rr.set_defaults(func=cmd_register_root)
@@ -72,22 +70,6 @@ def _request(args) -> TableMoveRequest:
         raise UsageError("give the tier directory with --to ROOT (to bring a table home: `innotier table-move back`)")
     return TableMoveRequest(schema=schema, table=table, root=args.to, allow_same_fs=args.allow_same_fs,
                             accept_volatile=args.i_accept_volatile, persist_backing=args.persist_backing)
-
-
-def _echo(quiet: bool):
-    def echo(msg: str) -> None:
-        if not quiet:
-            print(f"innotier: {msg}", file=sys.stderr)
-    return echo
-
-
-def _confirm(question: str, yes: bool) -> None:
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise UsageError(f"{question.rstrip('?')} needs confirmation; standard input is not a terminal, so pass --yes")
-    if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
-        raise MoveError("not confirmed; nothing was changed")
 
 
 def cmd_plan(args) -> int:
@@ -105,8 +87,8 @@ def _carry_out(plan: TablePlan, args) -> int:
     if not args.json:
         sys.stdout.write(render(plan))
         sys.stdout.flush()
-    _confirm(f"Move {plan.schema}.{plan.table} to {plan.root or 'the datadir'}?", args.yes)
-    result = TableMover.create(plan, _echo(args.json)).run()
+    confirm(f"Move {plan.schema}.{plan.table} to {plan.root or 'the datadir'}?", args.yes)
+    result = TableMover.create(plan, echo(args.json)).run()
     _print_result(result, args.json)
     return 0
 
@@ -128,9 +110,9 @@ def _print_result(result: dict, as_json: bool) -> None:
 def cmd_resume(args) -> int:
     j = store.find(args.id, ("open",))
     if j.plan().get("kind") == "register-root":
-        result = registermod.run(j, _echo(args.json))
+        result = registermod.run(j, echo(args.json))
     else:
-        result = TableMover.open(j, _echo(args.json)).run()
+        result = TableMover.open(j, echo(args.json)).run()
     _print_result(result, args.json)
     return 0
 
@@ -140,10 +122,10 @@ def cmd_back(args) -> int:
     if j.plan().get("kind") == "register-root":
         raise MoveError(f"{j.dir.name} registered a root; to unregister it remove "
                         f"{j.plan()['option_file']} and restart the server")
-    mover = TableMover.open(j, _echo(args.json))
+    mover = TableMover.open(j, echo(args.json))
     p = mover.plan
     if store.phase(j) == "open":
-        _confirm(f"Undo table move {p.move_id} ({p.schema}.{p.table})?", args.yes)
+        confirm(f"Undo table move {p.move_id} ({p.schema}.{p.table})?", args.yes)
         result = mover.undo()
         print_json(result) if args.json else print(f"table move {p.move_id}: undone; {p.schema}.{p.table} is in "
                                                    f"{result['file']}")
@@ -174,6 +156,6 @@ def cmd_register_root(args) -> int:
     if not args.json:
         sys.stdout.write(registermod.render(p))
         sys.stdout.flush()
-    _confirm(f"Restart {p['control']['describe']} to register {p['root']}?", args.yes)
-    _print_result(registermod.apply(p, _echo(args.json)), args.json)
+    confirm(f"Restart {p['control']['describe']} to register {p['root']}?", args.yes)
+    _print_result(registermod.apply(p, echo(args.json)), args.json)
     return 0

@@ -270,7 +270,8 @@ def _check_root(request, model: ServerModel, current: where.TableFile, named: st
         raise MoveError(f"{request.schema}.{request.table} already lives in {root}; nothing to do")
     if not request.allow_same_fs and os.stat(root).st_dev == os.stat(os.path.dirname(current.path)).st_dev:
         raise MoveError(f"tier root {root} is on the same file system as {current.path}: the move would gain nothing; "
-                        "choose a directory on the faster tier (or pass --allow-same-fs); nothing was changed")
+                        "if the tier is not mounted there, mount it (`innotier tiers list`), otherwise choose a "
+                        "directory on the faster tier (or pass --allow-same-fs); nothing was changed")
     if model.flavor == Flavor.MYSQL and not is_registered(model, root):
         raise MoveError(f"{root} is not in the server's innodb_directories, so MySQL refuses data files there "
                         f"(ERROR 3121); register it once (a restart): `innotier table-move register-root {root} "

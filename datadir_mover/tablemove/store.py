@@ -11,6 +11,7 @@ from pathlib import Path
 from tuner.core.errors import MoveError
 from tuner.core.paths import innotier_home
 
+from datadir_mover import journal_lookup
 from datadir_mover.move.journal import Journal
 
 
@@ -19,10 +20,7 @@ def moves_dir() -> Path:
 
 
 def all_journals() -> list[Journal]:
-    root = moves_dir()
-    if not root.is_dir():
-        return []
-    return [Journal(p) for p in sorted(root.iterdir(), reverse=True) if (p / "plan.json").exists()]
+    return journal_lookup.journals_in(moves_dir(), Journal)
 
 
 def phase(j: Journal) -> str:
@@ -41,21 +39,10 @@ def phase(j: Journal) -> str:
 def find(move_id: str | None, phases: tuple[str, ...], table: str | None = None) -> Journal:
     """The table move named ``move_id``, or the only one in one of ``phases`` (of ``table``, schema.table, when
     given: moves of other tables and other servers do not make the choice ambiguous)."""
-    if move_id:
-        j = Journal(moves_dir() / move_id)
-        if not (j.dir / "plan.json").exists():
-            known = ", ".join(x.dir.name for x in all_journals()) or "none"
-            raise MoveError(f"no table move {move_id!r} (known: {known}); see `innotier table-move status`")
-        return j
-    matching = [j for j in all_journals() if phase(j) in phases and (table is None or _table_of(j) == table)]
-    if not matching:
-        of = f" for {table}" if table else ""
-        raise MoveError(f"no table move{of} is {' or '.join(p.replace('_', ' ') for p in phases)}; "
-                        "see `innotier table-move status`")
-    if len(matching) > 1:
-        raise MoveError(f"{len(matching)} table moves are {' or '.join(phases)} "
-                        f"({', '.join(j.dir.name for j in matching)}); name one with --id")
-    return matching[0]
+    return journal_lookup.find(moves_dir(), move_id, phases, open_journal=Journal, phase_of=phase,
+                               noun="table move", status_command="innotier table-move status",
+                               keep=None if table is None else (lambda j: _table_of(j) == table),
+                               of=f" for {table}" if table else "")
 
 
 def _table_of(j: Journal) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -34,6 +35,10 @@ def _open_plan(innotier_home) -> dict:
     """The plan of the newest table move (its shadow's name is unique to it)."""
     newest = _journals(innotier_home)[-1]
     return json.loads((innotier_home / "table-moves" / newest / "plan.json").read_text())
+
+
+def _tree(root) -> list[str]:
+    return sorted(os.path.join(d, n) for d, dirs, files in os.walk(root) for n in dirs + files)
 
 
 def _no_side_tables(spec) -> bool:
@@ -121,6 +126,40 @@ def test_bad_input_is_one_line_and_changes_nothing(tpcc_w1, shared_sandbox, tier
         assert file_of(spec, "tpcc", "district") == "./tpcc/district.ibd"
     finally:
         sql(spec, "DROP TABLE IF EXISTS tpcc.placemove_nopk")
+
+
+@pytest.mark.root
+def test_a_tier_not_mounted_or_too_small_or_an_unconfirmed_move_changes_nothing(tpcc_w1, shared_sandbox, tier, cli,
+                                                                               innotier_home):
+    """A tier root whose tier is not mounted (an empty mount point on the datadir's disk), a real tmpfs too small
+    for the table, and a move nobody confirmed (no --yes, no terminal): one line each naming the fix."""
+    spec = tpcc_w1
+    unmounted, small = innotier_home / "placesrv-unmounted", innotier_home / "placesrv-small"
+    unmounted.mkdir(exist_ok=True)
+    small.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M,mode=0755", "tmpfs", str(small)], check=True)
+    try:
+        journals, on_tier = _journals(innotier_home), _tree(tier)
+        sb = ["--sandbox", shared_sandbox.name, "--i-accept-volatile"]
+        cases = [
+            (["tpcc.stock", "--to", str(unmounted), "--yes"], 7,
+             ("is on the same file system as", "if the tier is not mounted there, mount it")),
+            (["tpcc.stock", "--to", str(small), "--yes"], 7,
+             ("free but the move needs", "free space on the tier or choose a larger one")),
+            (["tpcc.district", "--to", tier], 2,
+             ("needs confirmation; standard input is not a terminal, so pass --yes",)),
+        ]
+        for args, code, words in cases:
+            r = cli("table-move", "apply", *args, *sb, input="")
+            assert r.returncode == code, (args, r.stderr)
+            assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+            assert all(w in r.stderr for w in words), r.stderr
+        assert _journals(innotier_home) == journals
+        assert os.listdir(small) == [] and os.listdir(unmounted) == [] and _tree(tier) == on_tier
+        assert file_of(spec, "tpcc", "stock") == "./tpcc/stock.ibd"
+        assert file_of(spec, "tpcc", "district") == "./tpcc/district.ibd"
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
 
 
 def test_a_read_view_older_than_a_moved_table_is_retried():

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from tuner.core.errors import ServerError
 from tuner.core.server import ConnectionSpec, ServerModel, fetch_status, fetch_variables, model_from_variables
-from tuner.placement import objects
+from tuner.placement import objects, spaces
 from tuner.placement.model import FileIo, Interval, IoProfile, Snapshot, TableRows
 from tuner.tpcc import driver
 
@@ -90,8 +90,10 @@ def read_tables(cur) -> dict[str, TableRows]:
 class Sampler:
     """Takes snapshots on one connection; knows whether redo must be counted from status instead."""
 
-    def __init__(self, conn, model: ServerModel, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, conn, model: ServerModel, clock: Callable[[], float] = time.monotonic,
+                 owners: objects.Owners | None = None) -> None:
         self.conn, self.model, self.clock = conn, model, clock
+        self.owners = owners or {}   # MySQL general tablespaces: file -> its tables (spaces.py)
         self.snapshots: list[Snapshot] = []
         self.redo_counted: str | None = None   # the redo file counted from status, when P_S does not see it
 
@@ -178,7 +180,7 @@ def build_profile(sampler: Sampler, table_bytes: dict[str, int], workload: dict[
         tmp_peak = max(tmp_peak, tmp)
     # every file the server has open is a candidate's, even one the window did not touch (it gains nothing)
     seen = set(totals) | set(snaps[-1].files)
-    cands, other = objects.candidates(seen, sampler.model, {"tmpdir": tmp_peak}, table_bytes)
+    cands, other = objects.candidates(seen, sampler.model, {"tmpdir": tmp_peak}, table_bytes, sampler.owners)
     tables = {k: v.since(snaps[0].tables.get(k)) for k, v in snaps[-1].tables.items()}
     notes = []
     if sampler.redo_counted:
@@ -201,10 +203,11 @@ def open_sampler(spec: ConnectionSpec) -> Sampler:
     try:
         check_source(conn, spec.describe(), spec.sandbox)
         model = model_from_variables(fetch_variables(conn), sandbox=spec.sandbox)
+        owners = spaces.general_tablespaces(conn, model)
     except Exception:
         conn.close()
         raise
-    return Sampler(conn, model)
+    return Sampler(conn, model, owners=owners)
 
 
 def measure(spec: ConnectionSpec, *, seconds: float | None = None, interval: float = 5.0,

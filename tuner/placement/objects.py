@@ -2,7 +2,8 @@
 
 performance_schema names files by their full path.  A ``<dir>/<schema>/<table>.ibd`` is a table (or a
 partition: ``#P#`` on MariaDB, ``#p#`` on MySQL); the mover's own patterns (datadir_mover.move.components)
-name redo, undo, doublewrite and ibdata; anything under tmpdir is tmpdir.  The rest (ibtmp1, .frm, Aria
+name redo, undo, doublewrite and ibdata; anything under tmpdir is tmpdir; a MySQL general tablespace is named
+by the tables the server says it holds (``owners``, tuner/placement/spaces.py).  The rest (ibtmp1, .frm, Aria
 and binary logs, the system schemas' tables, MySQL's mysql.ibd) is reported but not offered.
 """
 
@@ -16,12 +17,16 @@ from datadir_mover.move.components import DBLWR_FILE, REDO_FILE, UNDO_FILE, ibda
 from tuner.core.server import ServerModel
 from tuner.placement.model import Candidate
 
+Owners = Mapping[str, tuple[str, ...]]   # absolute file -> "schema.table" of each table in it
 SYSTEM_SCHEMAS = frozenset({"mysql", "sys", "performance_schema", "information_schema"})
 MIB = 1 << 20
 
 
-def classify(path: str, model: ServerModel) -> tuple[str, str, str] | None:
-    """(key, kind, label) of the candidate the file belongs to, or None when it is not placeable alone."""
+def classify(path: str, model: ServerModel, owners: Owners | None = None) -> tuple[str, str, str] | None:
+    """(key, kind, label) of the candidate the file belongs to, or None when it is not placeable alone.
+
+    ``owners``: absolute file -> the tables in it, for files whose path does not name their table (MySQL's
+    general tablespaces, spaces.general_tablespaces)."""
     name, parent = os.path.basename(path), os.path.dirname(path)
     if REDO_FILE.match(name) or os.path.basename(parent) == "#innodb_redo":
         return "redo", "redo", "redo log"
@@ -33,6 +38,12 @@ def classify(path: str, model: ServerModel) -> tuple[str, str, str] | None:
         return "ibdata", "ibdata", "system tablespace (ibdata)"
     if _inside(path, model.tmpdir):
         return "tmpdir", "tmpdir", "temporary files (tmpdir)"
+    tables = owners.get(os.path.realpath(path)) if owners else None
+    if tables:
+        if len(tables) == 1:
+            return tables[0], "table", tables[0]
+        space = name[:-4] if name.endswith(".ibd") else name
+        return f"tablespace {space}", "table", f"general tablespace {space} ({', '.join(tables)})"
     if not name.endswith(".ibd") or _same(parent, model.datadir):
         return None
     schema, table = os.path.basename(parent), name[:-4]
@@ -56,7 +67,8 @@ def _inside(path: str, directory: str | None) -> bool:
     return os.path.realpath(path).startswith(d + os.sep)
 
 
-def candidates(measured: Iterable[str], model: ServerModel, interval_writes: Mapping[str, int], table_sizes: Mapping[str, int]) -> tuple[list[Candidate], list[str]]:
+def candidates(measured: Iterable[str], model: ServerModel, interval_writes: Mapping[str, int],
+               table_sizes: Mapping[str, int], owners: Owners | None = None) -> tuple[list[Candidate], list[str]]:
     """The candidates the measured files belong to, with their sizes, and the files that belong to none.
 
     ``interval_writes``: the most bytes written to tmpdir in one interval (tmpdir's size is what it must
@@ -66,7 +78,7 @@ def candidates(measured: Iterable[str], model: ServerModel, interval_writes: Map
     groups: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     other = []
     for path in sorted(measured):
-        found = classify(path, model)
+        found = classify(path, model, owners)
         if found is None:
             other.append(path)
         else:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Sequence
 
 import numpy as np
 
 from tuner.core.errors import UsageError
 from tuner.core.units import format_size
-from tuner.placement.model import Advice, Candidate, IoProfile, Pick, TierCost, sum_io
+from tuner.placement.model import Advice, Candidate, IoProfile, Pick, StoredAdvice, TierCost, sum_io
 from tuner.placement.pricing import saving, wait_here
 
 UNIT = 1 << 20
@@ -204,3 +205,10 @@ def advise(profile: IoProfile, target: TierCost, budget: int, here: TierCost | N
                   pick=_pick("advisor", rows, g, {k: c.size_bytes for k, c in by_key.items()}),
                   naive=tuple(naive_picks(g, by_key, budget)), curve=tuple(points), curve_method=curve_method,
                   measured_wait=measured_wait(profile, here), gains=dict(zip(g.keys, values)), notes=tuple(notes))
+
+
+def stored(advice: Advice, here: TierCost | None, now: datetime | None = None) -> StoredAdvice:
+    """The advice as it is stored (`placement check` measures it later): an id of when, what and how much."""
+    now = now or datetime.now(timezone.utc)
+    advice_id = f"adv-{now.strftime('%Y%m%dT%H%M%S')}-{advice.budget_bytes >> 20}m"
+    return StoredAdvice(advice_id, now.isoformat(timespec="seconds"), advice, here.tier_id if here else None)

@@ -189,7 +189,8 @@ def build_profile(sampler: Sampler, table_bytes: dict[str, int], workload: dict[
     m = sampler.model
     server = {"flavor": m.flavor.value, "version": str(m.version), "sandbox": m.sandbox, "datadir": m.datadir,
               "page_size": m.page_size, "innodb_flush_log_at_trx_commit":
-                  m.variables.get("innodb_flush_log_at_trx_commit")}
+                  m.variables.get("innodb_flush_log_at_trx_commit"),
+              "innodb_buffer_pool_size": m.variables.get("innodb_buffer_pool_size")}  # what `placement check` runs
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     return IoProfile(profile_id=f"io-{stamp}-{m.sandbox or 'server'}", taken_at=started.isoformat(timespec="seconds"),
                      server=server, workload=workload, intervals=ivals, candidates=tuple(cands),
@@ -220,7 +221,8 @@ def measure(spec: ConnectionSpec, *, seconds: float | None = None, interval: flo
             result = during_tpcc(sampler, spec, tpcc)
             workload = {"kind": "tpcc", "settings": tpcc.to_dict(),
                         "result": {k: result.to_dict().get(k) for k in ("tpmc", "nopm", "tpm", "complete",
-                                                                        "measured_seconds", "errors", "counts")}}
+                                                                        "measured_seconds", "errors", "counts",
+                                                                        "warehouses")}}
         else:
             observe(sampler, float(seconds or 0), interval, sleep)
             workload = {"kind": "observed", "seconds": seconds, "interval": interval}

@@ -227,6 +227,10 @@ class Pick:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"keys": list(self.keys)}
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Pick":
+        return cls(d["name"], tuple(d["keys"]), int(d["size_bytes"]), float(d["saving"]), d.get("low"), d.get("high"))
+
 
 @dataclass(frozen=True)
 class Advice:
@@ -249,3 +253,28 @@ class Advice:
                 "method": self.method, "pick": self.pick.to_dict(), "naive": [p.to_dict() for p in self.naive],
                 "curve": [list(p) for p in self.curve], "curve_method": self.curve_method,
                 "measured_wait": self.measured_wait, "gains": dict(self.gains), "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Advice":
+        return cls(d["profile_id"], d["tier_id"], int(d["budget_bytes"]), d["method"], Pick.from_dict(d["pick"]),
+                   tuple(Pick.from_dict(p) for p in d["naive"]), tuple((int(b), float(g)) for b, g in d["curve"]),
+                   d["curve_method"], float(d["measured_wait"]), dict(d.get("gains") or {}),
+                   tuple(d.get("notes") or ()))
+
+
+@dataclass(frozen=True)
+class StoredAdvice:
+    """An advice as `placement advise` stored it: what `placement check` measures."""
+
+    advice_id: str
+    created_at: str                  # ISO 8601 UTC
+    advice: Advice
+    here_tier_id: str | None         # the tier the files were priced on where they are now (--here)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"advice_id": self.advice_id, "created_at": self.created_at, "advice": self.advice.to_dict(),
+                "here_tier_id": self.here_tier_id}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "StoredAdvice":
+        return cls(d["advice_id"], d["created_at"], Advice.from_dict(d["advice"]), d.get("here_tier_id"))

@@ -7,7 +7,7 @@ import argparse
 from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
 from tuner.core.errors import UsageError
 from tuner.core.units import human_size, parse_page_size, parse_size
-from tuner.placement import advisor, measure, report, tiercost
+from tuner.placement import advisor, check_cli, measure, report, tiercost
 from tuner.placement.store import PlacementStore
 from tuner.tpcc.config import RunConfig
 
@@ -48,6 +48,12 @@ def register(sub) -> None:
     a.add_argument("--profile", help="an I/O profile id (default: the newest)")
     _common(a, png=True)
     a.set_defaults(func=cmd_advise)
+
+    c = ps.add_parser("check", help="check a stored advice by measurement: a sweep of none / the pick / naive "
+                                    "picks / everything, predicted beside measured")
+    check_cli.add_arguments(c)
+    _common(c)
+    c.set_defaults(func=check_cli.cmd_check)
 
     s = ps.add_parser("show", help="stored profiles and tiers, or one profile's files")
     s.add_argument("profile", nargs="?", help="a profile id (or prefix)")
@@ -104,13 +110,16 @@ def cmd_advise(args) -> int:
         target = store.tier(args.tier)
         here = store.tier(args.here) if args.here else None
     advice = advisor.advise(profile, target, budget, here)
+    stored = advisor.stored(advice, here)
+    with PlacementStore(args.results) as store:
+        store.put_advice(stored)
     if args.png:
         report.write_curve_png(advice, args.png)
     if args.json:
-        print_json(advice.to_dict())
+        print_json(advice.to_dict() | {"advice_id": stored.advice_id})
         return 0
-    print(f"profile {profile.profile_id} on tier {target.tier_id} ({target.mountpoint}), budget "
-          f"{human_size(budget)}; {advice.method}")
+    print(f"advice {stored.advice_id}: profile {profile.profile_id} on tier {target.tier_id} ({target.mountpoint}), "
+          f"budget {human_size(budget)}; {advice.method}")
     print(f"measured file I/O wait: {1000 * advice.measured_wait:.2f} ms per second of workload")
     print_table(report.advice_rows(advice), report.ADVICE_COLUMNS, title="predicted saving (wait ms per second)")
     print("gain against budget: " + ", ".join(f"{human_size(b)} {1000 * g:.2f}" for b, g in _few(advice.curve)))

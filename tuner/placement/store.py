@@ -2,6 +2,8 @@
 
   io_profiles   one row per measured window (IoProfile as JSON), with when, which server, which workload
   tier_costs    one row per tier characterization (TierCost as JSON)
+  advices       one row per `placement advise` (StoredAdvice as JSON)
+  placement_checks  one row per `placement check` sweep run: predicted beside measured (CheckResult as JSON)
 
 Created on first use with CREATE TABLE IF NOT EXISTS beside the sweep's tables; the sweep's schema
 version is untouched, and an older innotier opening the store ignores them.
@@ -13,7 +15,7 @@ import json
 import os
 
 from tuner.core.errors import UsageError
-from tuner.placement.model import IoProfile, TierCost
+from tuner.placement.model import IoProfile, StoredAdvice, TierCost
 from tuner.sweep.results import ResultsStore
 
 SCHEMA = """
@@ -24,6 +26,18 @@ CREATE TABLE IF NOT EXISTS io_profiles (
     workload TEXT NOT NULL,
     profile_json TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS advices (
+    advice_id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    profile_id TEXT NOT NULL,
+    advice_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS placement_checks (
+    run_id TEXT PRIMARY KEY,
+    advice_id TEXT NOT NULL,
+    checked_at TEXT NOT NULL,
+    check_json TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS tier_costs (
     tier_id TEXT PRIMARY KEY,
     measured_at TEXT NOT NULL,
@@ -33,6 +47,8 @@ CREATE TABLE IF NOT EXISTS tier_costs (
 """
 PUT_PROFILE = "INSERT OR REPLACE INTO io_profiles VALUES (?, ?, ?, ?, ?)"
 PUT_TIER = "INSERT OR REPLACE INTO tier_costs VALUES (?, ?, ?, ?)"
+PUT_ADVICE = "INSERT OR REPLACE INTO advices VALUES (?, ?, ?, ?)"
+PUT_CHECK = "INSERT OR REPLACE INTO placement_checks VALUES (?, ?, ?, ?)"
 
 
 class PlacementStore:
@@ -91,3 +107,32 @@ class PlacementStore:
             raise UsageError(f"no stored tier costs{f' for {ref}' if ref else ''}; characterize the tier with "
                              f"`innotier placement tier --mount {ref or 'M'}`")
         return found[-1]
+
+    def put_advice(self, a: StoredAdvice) -> None:
+        self.conn.execute(PUT_ADVICE, (a.advice_id, a.created_at, a.advice.profile_id,
+                                       json.dumps(a.to_dict(), sort_keys=True)))
+
+    def advice(self, ref: str | None = None) -> StoredAdvice:
+        """An advice by id (or a unique prefix); the newest when ``ref`` is None."""
+        rows = self.conn.execute("SELECT advice_id, advice_json FROM advices WHERE ? IS NULL OR advice_id = ? OR "
+                                 "advice_id LIKE ? ORDER BY created_at DESC, rowid DESC",
+                                 (ref, ref, f"{ref}%")).fetchall()
+        exact = [r for r in rows if r[0] == ref]
+        if ref is not None and len(rows) > 1 and not exact:
+            raise UsageError(f"--advice {ref} matches {len(rows)} advices; give more of the id "
+                             "(see `innotier placement show`)")
+        if not rows:
+            raise UsageError("no stored advice" + (f" {ref!r}" if ref else "") + "; make one with `innotier "
+                             "placement advise --budget B --tier MOUNT --here /` (it is stored)")
+        return StoredAdvice.from_dict(json.loads((exact or rows)[0][1]))
+
+    def advices(self) -> list[dict]:
+        rows = self.conn.execute("SELECT advice_id, created_at, profile_id FROM advices ORDER BY created_at")
+        return [dict(r) for r in rows]
+
+    def put_check(self, run_id: str, advice_id: str, checked_at: str, doc: dict) -> None:
+        self.conn.execute(PUT_CHECK, (run_id, advice_id, checked_at, json.dumps(doc, sort_keys=True)))
+
+    def check(self, run_id: str) -> dict | None:
+        row = self.conn.execute("SELECT check_json FROM placement_checks WHERE run_id = ?", (run_id,)).fetchone()
+        return json.loads(row[0]) if row else None

@@ -41,6 +41,7 @@ from tuner.core.sandbox import Sandbox, SandboxState, ServerBinaries
 from tuner.tpcc.loader import LOADER_VERSION, load
 from datadir_mover.move.copy import Manifest, copy_tree, verify_tree, walk
 from tuner.core import sandbox as sbx
+from tuner.sweep.spec import TABLE_DATABASE
 
 # Options fixed when the datadir is initialized (beyond innodb_page_size, which is its own axis):
 # a golden copy is made per distinct value.  innodb_data_file_path (files can only be appended),
@@ -52,7 +53,7 @@ from tuner.core import sandbox as sbx
 INIT_OPTIONS = ("innodb_undo_tablespaces", "innodb_data_file_path", "innodb_checksum_algorithm",
                 "lower_case_table_names", "character_set_server", "collation_server")
 
-TPCC_DATABASE = "tpcc"
+TPCC_DATABASE = TABLE_DATABASE  # a placement names its tables in it (spec.is_table_key)
 # options used only while loading the golden copy (a slow shutdown follows, so the datadir is
 # consistent whatever they are): a larger buffer pool and no per-commit flush make the load faster
 LOAD_OPTIONS = {"innodb_flush_log_at_trx_commit": "0", "innodb_doublewrite": "0"}

@@ -37,7 +37,7 @@ from tuner.core.durable import write_atomic
 from tuner.core.errors import InnotierError, SweepError
 from tuner.core.paths import innotier_home
 from tuner.core.sandbox import Sandbox
-from tuner.sweep.spec import DEFAULT_PLACEMENT, TierSpec
+from tuner.sweep.spec import DEFAULT_PLACEMENT, TierSpec, is_table_key
 from datadir_mover.tiers.detect import tier_for_path
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.registry import provider_for_tier
@@ -296,10 +296,11 @@ def place_components(sb: Sandbox, placement: dict[str, str], session: TierSessio
                      options: dict[str, str] | None = None) -> dict[str, Any]:
     """Move the components placed off the datadir's tier out of the (stopped, cloned) datadir.
 
-    Returns {component: {"tier", "dir", "files", "bytes"}} and writes the placement drop-in.
+    Returns {component: {"tier", "dir", "files", "bytes"}} and writes the placement drop-in.  Single tables
+    (``tpcc.stock``) are placed later, by the started server (tuner/sweep/table_placement.py).
     """
     base_tier = placement[DEFAULT_PLACEMENT]
-    moves = {c: t for c, t in placement.items() if c != DEFAULT_PLACEMENT and t != base_tier}
+    moves = {c: t for c, t in placement.items() if c != DEFAULT_PLACEMENT and t != base_tier and not is_table_key(c)}
     if not moves:
         return {}
     model = model_from_variables({**_variables_of(sb), **(options or {})}, sandbox=sb.name)

@@ -13,7 +13,7 @@ Tables
             rendered option file, server version and variables, tier facts, golden copy, the final
             RunResult, the consistency-check report, pt-mysql-summary output.
   timeline  the per-interval points of each cell's measured phase.
-  io_profiles, tier_costs  created on first use by tuner.placement.store (JSON documents, outside the
+  io_profiles, tier_costs, advices, placement_checks  created on first use by tuner.placement.store (JSON documents, outside the
             numbered schema; docs/placement.md).
 
 Schema changes are numbered migrations (``MIGRATIONS``): a store at version N gets every migration

@@ -42,7 +42,8 @@ from tuner.sweep.analysis import configs_from, family_target, questions
 from tuner.sweep.placement import TierSession, _tier_facts, cell_dir, clear_cell_dirs, place_components
 from tuner.sweep.plan import Cell, Plan, cell_seconds, golden_seconds
 from tuner.sweep.results import CellRecord, ResultsStore
-from tuner.sweep.spec import placement_label
+from tuner.sweep.spec import placed_tables, placement_label
+from tuner.sweep import table_placement
 from tuner.core.measure import Measurement
 from tuner.sweep.profile_bridge import apply_cell_profile
 from tuner.tpcc.check import run_checks
@@ -370,7 +371,7 @@ class Runner:
         noise: dict[str, Any] = {}
         try:
             sb = self._prepare(cell, tiers, clock, rec, noise)
-            self._measure(sb, cell, clock, rec, noise)
+            self._measure(sb, cell, clock, rec, noise, tiers)
             self._check_and_collect(sb, clock, rec)
         except Exception as exc:  # any failure of a cell fails that cell; the sweep goes on
             rec.status, rec.failure = "failed", str(exc) if isinstance(exc, InnotierError) else (
@@ -414,11 +415,27 @@ class Runner:
                      "facts": {t: tiers.facts(t) for t in cell.tiers_used}, "datadir": _tier_facts(sb.datadir)}
         return sb
 
-    def _measure(self, sb, cell: Cell, clock: "PhaseClock", rec: CellRecord, noise: dict[str, Any]) -> None:
+    def _table_dirs(self, cell: Cell, tiers: TierSession) -> dict[str, Path]:
+        """The cell's tables placed off the datadir's tier -> the directory they go in on their tier."""
+        return {k: cell_dir(tiers, t, self.sandbox_name) / "tables" for k, t in placed_tables(cell.placement).items()}
+
+    def _on_server(self, sb, step: Callable, tables: dict[str, Path]) -> dict[str, Any]:
+        conn = sb.connection_spec().connect()
+        try:
+            return step(conn, sb.flavor, tables)
+        finally:
+            conn.close()
+
+    def _measure(self, sb, cell: Cell, clock: "PhaseClock", rec: CellRecord, noise: dict[str, Any],
+                 tiers: TierSession) -> None:
         """Start the server, wait for quiet if asked, warm up and measure; the noise of the measured window."""
         clock.enter(SweepPhase.START)
         sb.start()
         server_pid = sb.running_pid()
+        tables = self._table_dirs(cell, tiers)
+        if tables:
+            clock.enter(SweepPhase.PLACE)  # single tables are placed by the server itself (table_placement.py)
+            rec.tiers = {**(rec.tiers or {}), "tables": self._on_server(sb, table_placement.place_tables, tables)}
         roots = lambda: [os.getpid()] + ([server_pid] if server_pid else [])  # noqa: E731
         if self.opts.wait_quiet:
             clock.enter(SweepPhase.WAIT_QUIET)
@@ -448,6 +465,10 @@ class Runner:
         rec.check = _as_dict(report)
         clock.enter(SweepPhase.COLLECT)
         self._collect(sb, rec)
+        placed = (rec.tiers or {}).get("tables")
+        if placed:  # still where the cell put them, as the server says at the end of the run
+            rec.tiers["tables_at_end"] = self._on_server(sb, table_placement.verify,
+                                                         {k: v["dir"] for k, v in placed.items()})
         clock.enter(SweepPhase.STOP)
         sb.stop("clean")
         if not rec.check_ok:

@@ -38,6 +38,7 @@ from tuner.core.servers import distributions
 from tuner.core.units import PAGE_SIZES, format_size, parse_duration, parse_page_size, parse_size
 from tuner.sweep.stats import Target
 from tuner.tpcc import adapters
+from tuner.tpcc import schema as tpcc_schema
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 
@@ -70,6 +71,10 @@ ORDERS = ("blocks", "interleave", "sequential")
 WORKLOAD_KEYS = ("driver", "mode", "warehouses", "warmup", "duration", "interval", "tool_path")
 TIER_KEYS = ("kind", "path", "size", "fs", "optional", "level", "devices", "note", "mount_options")
 DEFAULT_PLACEMENT = "datadir"
+# the database of the golden copy's TPC-C tables (tuner.sweep.golden.TPCC_DATABASE): a placement may name
+# its tables one by one, ``tpcc.stock: fast`` (placed with the server running: tuner/sweep/table_placement.py)
+TABLE_DATABASE = "tpcc"
+GOLDEN_TABLES = (*tpcc_schema.TABLES, tpcc_schema.META_TABLE)  # the loader's tables, its metadata row included
 
 
 @dataclass(frozen=True)
@@ -519,8 +524,9 @@ def normalize_placement(value: Any, tiers: dict[str, TierSpec]) -> dict[str, str
                          "{redo: tmpfs, ibdata: tmpfs}")
     out = {}
     for comp, tier in value.items():
-        if comp not in COMPONENTS:
-            raise SweepError(f"placement component {comp!r} is unknown; valid: {', '.join(COMPONENTS)}")
+        if comp not in COMPONENTS and not is_table_key(comp):
+            raise SweepError(f"placement component {comp!r} is unknown; valid: {', '.join(COMPONENTS)}, or a "
+                             f"TPC-C table as {TABLE_DATABASE}.<table> ({', '.join(GOLDEN_TABLES)})")
         if str(tier) not in tiers:
             raise SweepError(f"placement puts {comp} on tier {tier!r}, which is not defined under tiers: "
                              f"(defined: {', '.join(tiers) or 'none'})")
@@ -529,6 +535,17 @@ def normalize_placement(value: Any, tiers: dict[str, TierSpec]) -> dict[str, str
         home = [n for n, t in tiers.items() if t.kind == "home"]
         out[DEFAULT_PLACEMENT] = home[0] if home else next(iter(tiers))
     return dict(sorted(out.items()))
+
+
+def is_table_key(key: Any) -> bool:
+    """``tpcc.stock``: one of the TPC-C tables of the sweep's golden copy, placed on its own (issue 31)."""
+    db, _, table = str(key).partition(".")
+    return db == TABLE_DATABASE and table in GOLDEN_TABLES
+
+
+def placed_tables(p: dict[str, str]) -> dict[str, str]:
+    """The placement's tables (``schema.table`` -> tier) that are not on the datadir's tier."""
+    return {k: t for k, t in p.items() if is_table_key(k) and t != p.get(DEFAULT_PLACEMENT)}
 
 
 def placement_label(p: dict[str, str]) -> str:

@@ -4,8 +4,8 @@ The rule the resume, back/rollback, finalize and status commands share: a named 
 lists the known ones); without an id, exactly one operation may be in the phases asked for (none or several
 is one line naming the fix).  Journals are directories ``<root>/<id>/`` holding a ``plan.json``, newest first
 (ids start with a timestamp).  The journal class (anything with ``.dir``) and its phase are passed in, so
-this module imports no mover and either mover can use it (``datadir_mover.tablemove.store``;
-``datadir_mover.move.journal.find`` follows the same rule in the same words).
+this module imports no mover and both movers use it (``datadir_mover.tablemove.store``,
+``datadir_mover.move.journal.find``).
 """
 
 from __future__ import annotations

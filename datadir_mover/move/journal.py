@@ -67,6 +67,7 @@ from tuner.core.errors import MoveError
 from tuner.core.filelock import set_holder, try_lock
 from tuner.core.paths import innotier_home
 
+from datadir_mover import journal_lookup
 from datadir_mover.move import side_files
 
 
@@ -303,25 +304,10 @@ def moves_dir() -> Path:
 
 
 def all_journals() -> list[Journal]:
-    root = moves_dir()
-    if not root.is_dir():
-        return []
-    return [Journal(p) for p in sorted(root.iterdir(), reverse=True) if (p / side_files.PLAN).exists()]
+    return journal_lookup.journals_in(moves_dir(), Journal)
 
 
 def find(move_id: str | None, phases: tuple[str, ...]) -> Journal:
-    """The move named ``move_id``, or the only one in one of ``phases``."""
-    if move_id:
-        j = Journal(moves_dir() / move_id)
-        if not (j.dir / side_files.PLAN).exists():
-            known = ", ".join(x.dir.name for x in all_journals()) or "none"
-            raise MoveError(f"no move {move_id!r} (known: {known}); see `innotier move status`")
-        return j
-    matching = [j for j in all_journals() if j.phase in phases]
-    if not matching:
-        raise MoveError(f"no move is {' or '.join(p.replace('_', ' ') for p in phases)}; "
-                        "see `innotier move status`")
-    if len(matching) > 1:
-        raise MoveError(f"{len(matching)} moves are {' or '.join(phases)} "
-                        f"({', '.join(j.dir.name for j in matching)}); name one with --id")
-    return matching[0]
+    """The move named ``move_id``, or the only one in one of ``phases`` (the rule `table-move` shares)."""
+    return journal_lookup.find(moves_dir(), move_id, phases, open_journal=Journal, phase_of=lambda j: j.phase,
+                               noun="move", status_command="innotier move status")

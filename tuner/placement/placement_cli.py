@@ -11,7 +11,7 @@ from tuner.placement import advisor, check_cli, measure, report, tiercost
 from tuner.placement.store import PlacementStore
 from tuner.tpcc.config import RunConfig
 
-HELP = "where the I/O goes and what belongs on the fast tier: measure, tier, advise, show"
+HELP = "where the I/O goes and what belongs on the fast tier: measure, tier, advise, check, show"
 
 
 def register(sub) -> None:

@@ -15,7 +15,7 @@ from datadir_mover.tiers.provision import plan_create, plan_destroy
 from datadir_mover.tiers import fio, fio_dax
 from datadir_mover.tiers.plan import apply_plan
 from datadir_mover.tiers.base import FILESYSTEMS, split_options
-from datadir_mover.tiers.pmem import DAX_FILESYSTEMS, PMEM_SOURCES
+from datadir_mover.tiers.pmem import PAGE_CACHE_FILESYSTEMS, PMEM_SOURCES
 from datadir_mover.tiers.raid import LEVELS
 from datadir_mover.tiers.ramdisk import RAM_FILESYSTEMS
 from datadir_mover.tiers.requests import (CreateRequest, PmemCreate, RaidCreate, RamdiskCreate, ThrottledCreate,
@@ -116,7 +116,11 @@ def _add_pmem_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", help="namespace size (nvdimm source; default: the whole region)")
     parser.add_argument("--device", default=None,
                         help="the resulting block device (default /dev/pmemN for region N, /dev/pmem0 for memmap)")
-    parser.add_argument("--fs", default="ext4", choices=DAX_FILESYSTEMS, help="DAX-capable file system")
+    parser.add_argument("--fs", default="ext4", choices=PAGE_CACHE_FILESYSTEMS,
+                        help="file system: ext4 or xfs with DAX; ext4, xfs or f2fs with --no-dax")
+    parser.add_argument("--no-dax", dest="dax", action="store_false",
+                        help="mount without DAX: the device used through the page cache (the DCPMM paper's "
+                             "traditional file systems)")
     parser.add_argument("--mount", required=True, metavar="PATH", help="empty directory to mount it on")
     parser.add_argument("--options", metavar="OPTS", help="extra mount options, comma separated")
 
@@ -161,7 +165,7 @@ def request_from_args(args: argparse.Namespace) -> CreateRequest:
     if args.kind == "pmem":
         return PmemCreate(mount=args.mount, source=args.source, memmap=args.memmap, namespace=args.namespace,
                           region=args.region, size_bytes=parse_size(args.size, "--size") if args.size else None,
-                          device=args.device, fs=args.fs, options=options)
+                          device=args.device, fs=args.fs, options=options, dax=args.dax)
     if args.kind == "raid":
         if args.fs and not args.mount:
             raise UsageError("--fs needs --mount: give the directory to mount the new file system on")

@@ -1,7 +1,7 @@
 """The lab image: Debian 12 with real md and pmem kernel drivers, built once per machine and cached by content.
 
 Recipe (spec -> plan -> build -> result):
-- ``mmdebstrap --variant=minbase`` of bookworm with the kernel, mdadm, ndctl/daxctl, MariaDB, fio, Python
+- ``mmdebstrap --variant=minbase`` of bookworm with the kernel, mdadm, ndctl/daxctl, f2fs-tools, MariaDB, fio, Python
   (apt downloads in parallel and dpkg runs once with ``force-unsafe-io``: a throw-away build tree needs no
   fsync per file; debootstrap took 128-306 s for the same set, most of it sequential downloads and fsyncs);
 - a venv ``/opt/innotier`` holding innotier's Python dependencies, installed offline (``--no-index``) from
@@ -50,6 +50,7 @@ SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 PACKAGES = (
     "linux-image-amd64", "kmod", "udev", "mdadm", "ndctl", "daxctl", "e2fsprogs", "xfsprogs", "util-linux",
+    "f2fs-tools",   # mkfs.f2fs: the DCPMM paper's f2fs cell (dcpmm-filesystems); the kernel ships f2fs.ko
     "procps", "fio", "mariadb-server", "mariadb-client", "mariadb-backup", "python3", "python3-venv",
     "busybox", "iproute2", "apparmor",
     "systemd",   # systemd-analyze: `persist install` verifies its units with it (systemd is not the guest's init)

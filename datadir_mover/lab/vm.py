@@ -51,7 +51,7 @@ NOT_FOR_SPEED = ("emulated devices: the lab proves that code paths work against 
                  "its speed figures say nothing about real hardware")
 SNAPSHOT_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
 GUEST_MODULES = ("nfit", "nd_pmem", "nd_btt", "dax_pmem", "device_dax", "md_mod", "raid0", "raid1", "raid456",
-                 "raid10", "loop", "xfs", "zram")
+                 "raid10", "loop", "xfs", "f2fs", "zram")
 
 # The guest's init for one run, written by the host for each run: PID 1 under the fast init; under systemd
 # (host mode) the ExecStart of innotier-lab.service, which runs after mariadb.service is up.

@@ -194,6 +194,8 @@ def volatile_of(info: PmemInfo, kind: str) -> bool:
 
 PMEM_SOURCES = ("memmap", "nvdimm")  # DRAM reserved with memmap= (emulation), or a real NVDIMM region
 DAX_FILESYSTEMS = ("ext4", "xfs")
+# without DAX the device is a fast block device under the page cache: the DCPMM paper's traditional file systems
+PAGE_CACHE_FILESYSTEMS = ("ext4", "xfs", "f2fs")
 
 
 class PmemProvider(TierProvider):
@@ -261,7 +263,10 @@ class PmemProvider(TierProvider):
         args, region, chose = _resolve_source(request, host)
         if args.source not in PMEM_SOURCES:
             raise UsageError(f"persistent-memory source {args.source!r} is unknown; choose one of {', '.join(PMEM_SOURCES)}")
-        check_fs(args.fs, DAX_FILESYSTEMS, "DAX")
+        if args.dax:
+            check_fs(args.fs, DAX_FILESYSTEMS, "DAX")
+        else:
+            check_fs(args.fs, PAGE_CACHE_FILESYSTEMS, "PMEM page-cache (no DAX)")
         if not re.match(r"^\d+[KMGT]![\dxa-fA-F]+[KMGT]?$", args.memmap):
             raise UsageError(f"memmap reservation {args.memmap!r} is not SIZE!OFFSET; write it like 4G!12G")
         if not re.match(r"^/dev/pmem\d+(\.\d+)?$", args.device):
@@ -271,7 +276,8 @@ class PmemProvider(TierProvider):
         mountpoint, needs_mkdir = check_mountpoint(args.mount, host)
         device = args.device
         name = device.rsplit("/", 1)[-1]
-        plan = Plan(title=f"create a DAX {args.fs} tier on {device} ({args.source}) at {mountpoint}")
+        how = "DAX" if args.dax else "page-cache (no DAX)"
+        plan = Plan(title=f"create a {how} {args.fs} tier on {device} ({args.source}) at {mountpoint}")
         plan.notes += chose
         plan.blockers += root_blocker()
         have_device = host.sys("block", name).exists() and (not host.live or os.path.exists(device))
@@ -306,12 +312,15 @@ class PmemProvider(TierProvider):
                 argv.append(f"--size={format_size(args.size_bytes)}")
             plan.steps.append(command_step(f"create an fsdax namespace in {args.region}", argv))
             plan.notes.append("the new namespace stays if a later step fails; `ndctl destroy-namespace -f` frees it")
-        plan.steps.append(command_step(f"make {args.fs} with 4 KiB blocks (DAX needs block size = page size)",
-                                       mkfs_argv(args.fs, device, for_dax=True)))
+        if args.dax:
+            plan.steps.append(command_step(f"make {args.fs} with 4 KiB blocks (DAX needs block size = page size)",
+                                           mkfs_argv(args.fs, device, for_dax=True)))
+        else:
+            plan.steps.append(command_step(f"make {args.fs} (used through the page cache)", mkfs_argv(args.fs, device)))
         if needs_mkdir:
             plan.steps.append(mkdir_step(mountpoint))
-        plan.steps.append(mount_step(device, mountpoint, args.fs, ["dax"] + list(args.options)))
-        plan.steps.append(_verify_dax_step(mountpoint))
+        plan.steps.append(mount_step(device, mountpoint, args.fs, (["dax"] if args.dax else []) + list(args.options)))
+        plan.steps.append(_verify_dax_step(mountpoint, want=args.dax))
         if args.source == "memmap":
             plan.notes.append("volatile: memmap= emulation is DRAM and is lost at power-off; keep a consistent "
                               "copy (`innotier persist`) of anything on it")
@@ -349,14 +358,23 @@ def _devdax_tier(chardev: str, size: int | None, info: PmemInfo | None) -> Tier:
                 notes=("devdax character device: mmap only, no file system; InnoDB files cannot live here",))
 
 
-def _verify_dax_step(mountpoint) -> Step:
+def _verify_dax_step(mountpoint, want: bool = True) -> Step:
+    """statx on a new file must report what the tier claims: DAX in effect, or (a page-cache tier) not."""
     def action(state: dict) -> None:
-        if probe_dax(mountpoint) is not True:
+        found = probe_dax(mountpoint)
+        if want and found is not True:
             raise TierError(f"DAX is not in effect on {mountpoint} (statx reports no STATX_ATTR_DAX); "
                             "see dmesg for why the kernel turned it off")
+        if not want and found is True:
+            raise TierError(f"DAX is in effect on {mountpoint} although the tier was mounted without it "
+                            "(statx reports STATX_ATTR_DAX); check the file system's default dax= mode")
 
-    return Step(summary="check that DAX is in effect (statx STATX_ATTR_DAX on a new file)",
-                command=f"# innotier: statx({mountpoint}/.innotier-dax-*) must report STATX_ATTR_DAX",
+    if want:
+        return Step(summary="check that DAX is in effect (statx STATX_ATTR_DAX on a new file)",
+                    command=f"# innotier: statx({mountpoint}/.innotier-dax-*) must report STATX_ATTR_DAX",
+                    action=action)
+    return Step(summary="check that DAX is not in effect (no STATX_ATTR_DAX on a new file: the page cache is used)",
+                command=f"# innotier: statx({mountpoint}/.innotier-dax-*) must not report STATX_ATTR_DAX",
                 action=action)
 
 

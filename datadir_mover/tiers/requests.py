@@ -41,6 +41,7 @@ class PmemCreate:
     device: str | None = None        # the resulting block device (None: /dev/pmemN of region N, /dev/pmem0 for memmap)
     fs: str = "ext4"
     options: tuple[str, ...] = ()
+    dax: bool = True                 # False: the same device through the page cache (ext4, xfs or f2fs, no -o dax)
 
 
 @dataclass(frozen=True)

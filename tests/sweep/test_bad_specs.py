@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -49,6 +50,15 @@ CASES = {
     "location option": ("fixed: {options: {innodb_log_group_home_dir: /tmp}}\n", "use placement"),
     "unknown server option": ("fixed: {options: {innodb_buffer_pool_sise: 1G}}\n", "innodb_buffer_pool_sise"),
     "fixed and axis": ("fixed: {clients: 4}\naxes: {clients: [4, 8]}\n", "both fixed and an axis"),
+    "f2fs with DAX": ("tiers:\n  disk: {kind: home}\n  f2: {kind: pmem, fs: f2fs, dax: true}\n"
+                      "axes: {placement: [disk, f2]}\n", "f2fs has no DAX: set dax: false"),
+    "dax on a tmpfs": ("tiers:\n  disk: {kind: home}\n  ram: {kind: tmpfs, size: 1G, dax: true}\n"
+                       "axes: {placement: [disk, ram]}\n", "dax: applies only to pmem tiers"),
+    "pmem region misspelt": ("tiers:\n  disk: {kind: home}\n  p: {kind: pmem, region: pmem0}\n"
+                             "axes: {placement: [disk, p]}\n", "is not an NVDIMM region name"),
+    "tier bench too small": ("tier_bench: {size: 1M}\naxes: {clients: [1, 2]}\n", "tier_bench.size '1M' is too small"),
+    "tier bench unknown key": ("tier_bench: {profile: dax}\naxes: {clients: [1, 2]}\n",
+                               "unknown key under tier_bench: 'profile'"),
     "RAM tier larger than memory": ("tiers:\n  disk: {kind: home}\n  ram: {kind: tmpfs, size: 100T}\n"
                                     "axes: {placement: [disk, ram]}\n", "larger than the memory available"),
 }
@@ -102,6 +112,43 @@ def test_raid_spec_plans_but_run_refuses_with_the_reason(cli, innotier_home):
     assert _snapshot(innotier_home) == before
 
 
+def test_file_system_matrix_plans_but_run_refuses_without_an_nvdimm(cli, innotier_home):
+    """The DCPMM paper's matrix on a machine with no NVDIMM: the plan lists the five cells and says why none
+    can run; `sweep run` refuses with that reason and makes nothing (no namespace, mkfs or mount)."""
+    assert not any(p.startswith("pmem") for p in os.listdir("/sys/block")), "this test expects a host without pmem"
+    before, mounts = _snapshot(innotier_home), Path("/proc/mounts").read_text()
+    plan = cli("sweep", "plan", "dcpmm-filesystems")
+    assert plan.returncode == 0, plan.stderr
+    assert "sweep run will refuse" in plan.stdout and "NVDIMM" in plan.stdout
+    for cell in ("datadir@ext4", "datadir@xfs", "datadir@f2fs", "datadir@ext4-dax", "datadir@xfs-dax"):
+        assert cell in plan.stdout, cell
+    run = cli("sweep", "run", "dcpmm-filesystems", "--no-metrics")
+    assert run.returncode == 9 and "cannot run on this machine" in run.stderr and "NVDIMM" in run.stderr
+    assert _snapshot(innotier_home) == before and Path("/proc/mounts").read_text() == mounts
+
+
+def test_file_system_matrix_spec_says_what_it_is():
+    """Five cells, one per file system and DAX mode of the paper, the same warehouses and buffer pool in each, a
+    bench of each; NOVA's absence and the emulation caveat are in the spec itself."""
+    from tuner.sweep.plan import expand
+    from tuner.sweep.spec import load_spec
+
+    spec = load_spec("dcpmm-filesystems")
+    tiers = {n: (t.kind, t.fs, t.dax, t.region) for n, t in spec.tiers.items()}
+    assert tiers == {"ext4": ("pmem", "ext4", False, "region0"), "xfs": ("pmem", "xfs", False, "region0"),
+                     "f2fs": ("pmem", "f2fs", False, "region0"), "ext4-dax": ("pmem", "ext4", True, "region0"),
+                     "xfs-dax": ("pmem", "xfs", True, "region0")}
+    assert spec.axes == {"placement": [{"datadir": n} for n in tiers]}
+    assert {"buffer_pool_size", "clients", "page_size"} <= set(spec.fixed)   # the same in every cell
+    assert spec.tier_bench is not None and spec.tier_bench.runtime >= 10
+    cells = [c for c in expand(spec) if c.repeat == 1]
+    assert len(cells) == 5 and len({(c.settings["buffer_pool_size"], c.settings["clients"]) for c in cells}) == 1
+    text = (Path(spec.source)).read_text()
+    assert "NOVA IS NOT HERE" in text and "Debian's kernel" in spec.description
+    assert "TCG" in text and "say nothing about real hardware" in text.lower()
+    assert "NOVA" in spec.regime.note and "say nothing" in spec.regime.note
+
+
 def test_every_shipped_spec_plans(installed_server):
     from tuner.sweep.spec import SPECS_DIR
 
@@ -132,7 +179,8 @@ def test_seed_regimes_are_reproduced_at_a_loadable_size():
     from tuner.sweep.plan import DATADIR_BYTES_PER_WAREHOUSE
     from tuner.sweep.spec import load_spec
 
-    for name in ("page-size-clients", "page-size-16-clients", "doublewrite-flush", "moved-files", "placement-media"):
+    for name in ("page-size-clients", "page-size-16-clients", "doublewrite-flush", "moved-files", "placement-media",
+                 "dcpmm-filesystems"):
         s = load_spec(name)
         here = s.workload.warehouses * DATADIR_BYTES_PER_WAREHOUSE / parse_size(s.fixed["buffer_pool_size"])
         assert 0.8 <= here / s.regime.seed_ratio <= 1.25, (name, here, s.regime.seed_ratio)

@@ -11,6 +11,7 @@ import pytest
 from datadir_mover.tiers import pmem, raid
 from datadir_mover.tiers.host import Host, RecordedRunner
 from datadir_mover.tiers.requests import PmemCreate
+from tuner.core.errors import TierError, UsageError
 
 LAB = Path(__file__).resolve().parents[1] / "fixtures" / "recorded" / "hardware-lab"
 
@@ -123,3 +124,28 @@ def test_pmem_create_without_a_region_emulates_and_says_so(tmp_path):
     plan = pmem.PROVIDER.plan_create(PmemCreate(mount=str(tmp_path / "pmem")), host)
     assert any("no NVDIMM region" in n and "memmap=4G!12G" in n for n in plan.notes)
     assert any("reboot" in s.command for s in plan.steps if s.manual)
+
+
+@pytest.mark.parametrize("fs", ["ext4", "xfs", "f2fs"])
+def test_pmem_page_cache_tier_is_mounted_without_dax_and_checked_so(fs, tmp_path):
+    """The DCPMM paper's traditional file systems on the same region: no -o dax, no DAX-only mkfs flags, and a
+    last step that fails if statx reports DAX anyway (ext4/xfs pick dax=inode by default: never on new files)."""
+    mount = tmp_path / "pmem"
+    plan = pmem.PROVIDER.plan_create(PmemCreate(mount=str(mount), fs=fs, dax=False), _lab_host(tmp_path))
+    commands = [s.command for s in plan.steps]
+    assert commands[0] == "ndctl create-namespace --mode=fsdax --region=region0"
+    assert f"mount -t {fs} /dev/pmem0 {mount}" in commands and not any("dax" in c for c in commands if "mount" in c)
+    mkfs = next(c for c in commands if c.startswith("mkfs"))
+    assert mkfs.startswith(f"mkfs.{fs} ") and "reflink=0" not in mkfs
+    assert "page-cache (no DAX)" in plan.title and plan.steps[-1].summary.startswith("check that DAX is not in effect")
+    # the check itself, on a directory that is not DAX (this host's tmp): passes; the DAX check there fails
+    no_dax_check = pmem._verify_dax_step(tmp_path, want=False)
+    no_dax_check.action({})
+    with pytest.raises(TierError, match="DAX is not in effect"):
+        pmem._verify_dax_step(tmp_path, want=True).action({})
+
+
+def test_pmem_f2fs_with_dax_is_refused_with_the_fix(tmp_path):
+    with pytest.raises(UsageError, match="'f2fs' is not supported for a DAX tier; choose one of ext4, xfs"):
+        pmem.PROVIDER.plan_create(PmemCreate(mount=str(tmp_path / "p"), fs="f2fs"), _lab_host(tmp_path))
+    assert not (tmp_path / "p").exists()

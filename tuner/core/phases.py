@@ -8,6 +8,7 @@ import enum
 
 class SweepPhase(enum.StrEnum):
     PREPARE = "prepare"      # clear what an interrupted attempt left
+    TIER_BENCH = "tier-bench"  # `tiers bench` of the cell's tiers (a spec's tier_bench:), before the clone
     GOLDEN = "golden"        # build the golden copy (first cell of its key only)
     CLONE = "clone"          # clone the golden datadir into the cell's sandbox
     PLACE = "place"          # move InnoDB files to their tiers

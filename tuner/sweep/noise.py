@@ -38,7 +38,7 @@ DEFAULT_THRESHOLD = 0.25  # others' share of the machine's CPU above which a run
 PSI_KINDS = ("cpu", "io", "memory")
 KTHREADD = 2  # parent of every kernel thread
 KERNEL_IO = ("kworker", "jbd2", "md", "raid", "loop", "dm-", "kdmflush", "kcryptd", "zram", "kswapd", "writeback",
-             "kblockd", "xfs", "ext4", "flush-", "nvme", "scsi_eh")
+             "kblockd", "xfs", "ext4", "f2fs", "flush-", "nvme", "scsi_eh")
 
 
 # ---------------------------------------------------------------------------

@@ -14,6 +14,11 @@ done), runs on it, and the array is torn down after the cell (unmount, ``mdadm -
 superblocks zeroed so the next cell's array can be created on them).  Only superblocks of the sweep's own
 arrays are ever zeroed; devices holding anything else are refused by ``mdadm --create`` itself.
 
+pmem tiers are provisioned per cell too: the cells of a file-system sweep share one NVDIMM namespace, so
+each cell makes its tier's file system on it anew (the tiers code's ``PmemCreate`` plan: the namespace
+created in the region if it has none, mkfs, mount with or without ``-o dax``, statx checks that DAX is or
+is not in effect) and unmounts it after the cell.  THE NAMESPACE'S CONTENTS ARE WIPED by every cell's mkfs.
+
 Components (``place_components``): the cell's datadir is cloned straight onto its tier (the clone is
 the copy).  A component placed on another tier (redo, ibdata, undo, tmpdir) is moved with the
 relocation code's own pieces -- ``components.top_names`` (which files are the component's),
@@ -44,7 +49,7 @@ from datadir_mover.tiers.registry import provider_for_tier
 from datadir_mover.tiers.base import split_options
 from datadir_mover.tiers.plan import Plan, apply_plan, run_argv
 from datadir_mover.tiers.provision import plan_create
-from datadir_mover.tiers.requests import RaidCreate, RamdiskCreate, ZramCreate
+from datadir_mover.tiers.requests import PmemCreate, RaidCreate, RamdiskCreate, ZramCreate
 from datadir_mover.move import components, placement as placement_file
 from datadir_mover.move.copy import copy_tree, walk
 from tuner.core.server import model_from_variables
@@ -66,7 +71,7 @@ class ProvidedTier:
     mountpoint: Path | None = None  # provisioned tiers
     created: bool = False  # this session mounted it (and destroys it at close)
     facts: dict[str, Any] = field(default_factory=dict)
-    per_cell: bool = False  # md: built for each cell that uses it, torn down after the cell
+    per_cell: bool = False  # md, pmem: built for each cell that uses it, torn down after the cell
 
 
 class TierSession:
@@ -104,11 +109,11 @@ class TierSession:
             root = Path(t.path) / f"innotier-sweep-{self.run_id}"
             root.mkdir(parents=True, exist_ok=True)
             return ProvidedTier(t, root)
-        if t.kind == "md":
+        if t.per_cell:
             mountpoint = tier_mountpoint(self.run_id, t.name)
             tier = ProvidedTier(t, mountpoint / "cells", mountpoint=mountpoint, per_cell=True)
-            # an array left by a runner that was killed during a cell: its cell is disposable, start afresh
-            _teardown_md(tier, self.echo)
+            # a tier left by a runner that was killed during a cell: its cell is disposable, start afresh
+            _teardown_per_cell(tier, self.echo)
             return tier
         mountpoint = tier_mountpoint(self.run_id, t.name)
         created = False
@@ -124,7 +129,8 @@ class TierSession:
         return ProvidedTier(t, root, mountpoint=mountpoint, created=created)
 
     def open_cell(self, names: list[str]) -> None:
-        """Build the per-cell tiers (md arrays) ``names`` holds; another cell's arrays are torn down first."""
+        """Build the per-cell tiers (md arrays, pmem file systems) ``names`` holds; another cell's are torn down
+        first (they may share the devices)."""
         for name, t in self.provided.items():
             if t.per_cell and t.created and name not in names:
                 self.close_cell()
@@ -134,7 +140,7 @@ class TierSession:
             if not t.per_cell or t.created:
                 continue
             self.echo(f"creating tier {t.spec.describe()} on {t.mountpoint} for this cell")
-            _create_md(t.spec, t.mountpoint)
+            _create_per_cell(t.spec, t.mountpoint)
             t.created = True
             t.facts = {}  # a new array: its facts are read again
             t.root.mkdir(exist_ok=True)
@@ -146,7 +152,7 @@ class TierSession:
             if t.per_cell and t.created:
                 try:
                     self.echo(f"destroying tier {name} ({t.mountpoint}) after the cell")
-                    _teardown_md(t, self.echo)
+                    _teardown_per_cell(t, self.echo)
                 except Exception as exc:  # keep tearing down the others
                     problems.append(f"tier {name}: {exc}")
                 t.created = False
@@ -218,6 +224,29 @@ def md_array_name(t: TierSpec) -> str:
 def md_request(t: TierSpec, mountpoint: Path) -> RaidCreate:
     return RaidCreate(level=int(t.level or 0), devices=tuple(t.device_paths), name=md_array_name(t),
                       fs=t.fs or "ext4", mount=str(mountpoint), options=tuple(split_options(t.mount_options)))
+
+
+def pmem_request(t: TierSpec, mountpoint: Path) -> PmemCreate:
+    """The tiers code's request for a pmem tier: its region's NVDIMM namespace, with or without DAX."""
+    return PmemCreate(mount=str(mountpoint), source="nvdimm", region=t.region or "region0", size_bytes=t.size,
+                      fs=t.fs or "ext4", options=tuple(split_options(t.mount_options)), dax=bool(t.dax))
+
+
+def _create_per_cell(t: TierSpec, mountpoint: Path) -> None:
+    if t.kind == "md":
+        _create_md(t, mountpoint)
+        return
+    try:
+        apply_plan(plan_create(pmem_request(t, mountpoint), Host()), echo=None)
+    except InnotierError as exc:
+        raise SweepError(f"tier {t.name}: {exc}") from None
+
+
+def _teardown_per_cell(tier: ProvidedTier, echo: Callable[[str], None]) -> None:
+    if tier.spec.kind == "md":
+        _teardown_md(tier, echo)
+    elif tier.mountpoint is not None and _is_mount(tier.mountpoint):
+        destroy_tier(tier.mountpoint, echo)   # the namespace stays for the next cell's mkfs
 
 
 def _create_md(t: TierSpec, mountpoint: Path) -> None:

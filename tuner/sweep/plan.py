@@ -30,7 +30,7 @@ from tuner.sweep.spec import (DEFAULT_PLACEMENT, SETTINGS, SweepSpec, TierSpec, 
 from tuner.core.units import format_duration, format_size, human_size, parse_page_size, parse_size
 from datadir_mover.tiers.detect import tier_for_path
 from tuner.core.paths import innotier_home
-from tuner.sweep.placement import md_request, provision_blocker, tier_mountpoint
+from tuner.sweep.placement import md_request, pmem_request, provision_blocker, tier_mountpoint
 from datadir_mover.tiers.host import Host
 from datadir_mover.tiers.provision import plan_create
 from tuner.sweep import golden as golden_mod
@@ -243,6 +243,9 @@ def check_tier(t: TierSpec, need_bytes: int, run_id: str = "plan") -> TierCheck:
     if t.kind == "md":
         reason = _md_unavailable_reason(t, need_bytes, run_id)
         return TierCheck(t.name, t, reason is None, reason=reason)
+    if t.kind == "pmem":
+        reason = _pmem_unavailable_reason(t, run_id)
+        return TierCheck(t.name, t, reason is None, reason=reason)
 
     blocker = provision_blocker(t, run_id)  # the tiers code's own checks: root, zram module, mkfs, memory
     if blocker:
@@ -269,6 +272,18 @@ def _md_unavailable_reason(t: TierSpec, need_bytes: int, run_id: str) -> str | N
     if usable < need_bytes:
         return (f"RAID {t.level} over {', '.join(t.device_paths)} holds {human_size(usable)} but a cell needs about "
                 f"{human_size(need_bytes)}; use larger devices or fewer warehouses")
+    return None
+
+
+def _pmem_unavailable_reason(t: TierSpec, run_id: str) -> str | None:
+    """Why a sweep cannot make this pmem tier for its cells here (the tiers code's own blockers), or None."""
+    try:
+        blockers = plan_create(pmem_request(t, tier_mountpoint(run_id, t.name)), Host()).blockers
+    except InnotierError as exc:
+        blockers = [str(exc)]
+    if blockers:
+        return (f"pmem {t.region}: {blockers[0]}; run it on a host with an NVDIMM (or in `innotier lab run`, "
+                "whose NVDIMMs are emulated)")
     return None
 
 
@@ -343,7 +358,8 @@ def cell_seconds(spec: SweepSpec, datadir_bytes: int) -> float:
     w = spec.workload
     clone = SECONDS["clone"] + datadir_bytes / (300 << 20)
     check = SECONDS["check"] + SECONDS["check_per_warehouse"] * w.warehouses
-    return clone + SECONDS["start"] + w.warmup + w.duration + check + SECONDS["stop"] + SECONDS["collect"]
+    bench = spec.tier_bench.seconds if spec.tier_bench else 0.0
+    return clone + bench + SECONDS["start"] + w.warmup + w.duration + check + SECONDS["stop"] + SECONDS["collect"]
 
 
 def golden_seconds(spec: SweepSpec, datadir_bytes: int) -> float:

@@ -44,6 +44,7 @@ from tuner.sweep.plan import Cell, Plan, cell_seconds, golden_seconds
 from tuner.sweep.results import CellRecord, ResultsStore
 from tuner.sweep.spec import placed_tables, placement_label
 from tuner.sweep import table_placement
+from tuner.sweep.tier_bench import bench_tiers
 from tuner.core.measure import Measurement
 from tuner.sweep.profile_bridge import apply_cell_profile
 from tuner.tpcc.check import run_checks
@@ -394,7 +395,11 @@ class Runner:
         clock.enter(SweepPhase.PREPARE)
         golden_mod.discard_cell_sandbox(self.sandbox_name)  # an earlier, interrupted attempt
         clear_cell_dirs(tiers, self.sandbox_name)
-        tiers.open_cell(list(cell.tiers_used))  # md: this cell's own array over the named devices
+        tiers.open_cell(list(cell.tiers_used))  # md, pmem: this cell's own array or file system
+        bench = None
+        if self.spec.tier_bench:
+            clock.enter(SweepPhase.TIER_BENCH)
+            bench = bench_tiers(tiers, list(cell.tiers_used), self.spec.tier_bench)
         bins = self._bins(cell)
         key = golden_mod.key_for(self.spec, cell, bins)
         if not golden_mod.is_present(key):
@@ -413,6 +418,8 @@ class Runner:
         rec.option_file = option_files_text(sb)
         rec.tiers = {"placement": cell.placement, "placed": placed,
                      "facts": {t: tiers.facts(t) for t in cell.tiers_used}, "datadir": _tier_facts(sb.datadir)}
+        if bench is not None:
+            rec.tiers["bench"] = bench
         return sb
 
     def _table_dirs(self, cell: Cell, tiers: TierSession) -> dict[str, Path]:

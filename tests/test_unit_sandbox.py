@@ -23,6 +23,7 @@ from datadir_mover.move import control
 from tuner.core.errors import MoveError
 from tuner.core.sandbox import SandboxState
 from usermanager import UserManager
+from waiting import wait_for
 
 BOOKWORM = "bookworm-mariadb-server-10.11.19-0+deb12u1.mariadb.service"
 SID_MARIADB = "sid-mariadb-server-11.8.9+ds-4.mariadb.service"
@@ -171,6 +172,35 @@ def test_a_unit_with_no_main_process_is_stopped(manager, tmp_path, monkeypatch):
     assert ctl.state() == SandboxState.RUNNING
     ctl.stop("clean")
     assert ctl.state() == SandboxState.STOPPED
+
+
+def test_a_start_that_fails_into_restart_leaves_no_restart_behind(manager, fixtures_dir, tmp_path, monkeypatch):
+    """Debian sid's mysql.service has Restart=on-failure: a mysqld denied its new datadir exits 1 and systemd starts it
+    again behind the rollback's back.  The recorded unit, its ExecStartPre dropped and its ExecStart swapped for the
+    denied server's exit 1, RestartSec=600 so that a pending restart stays there to be seen.  The fault first: a
+    start that fails leaves the restart pending (reset-failed, all the mover did before, does not cancel it); then
+    SystemdControl.start raises and leaves the unit inactive with no restart pending."""
+    unit = "distro-restarting.service"
+    text = (fixtures_dir / "distro-packages" / SID_MYSQL).read_text()
+    assert "Restart=on-failure" in text and "ExecStart=/usr/sbin/mysqld\n" in text
+    text = text.replace("ExecStartPre=/usr/share/mysql/mysql-systemd-start pre\n", "")
+    (manager.units / unit).write_text(text.replace("ExecStart=/usr/sbin/mysqld", "ExecStart=/bin/sh -c 'exit 1'")
+                                      + "RestartSec=600\n")
+    manager.reload()
+
+    def sub_state() -> str:
+        return manager.systemctl("show", unit, "-p", "SubState", "--value").stdout.strip()
+
+    manager.systemctl("start", "--no-block", unit)
+    wait_for(lambda: sub_state().startswith("auto-restart"), timeout=60, what="the failed start's pending restart")
+    manager.systemctl("reset-failed", unit)
+    assert sub_state().startswith("auto-restart")       # the fault: systemd would start the server again
+    manager.systemctl("stop", unit)
+    ctl = control.SystemdControl(unit, spec=None, conf_dir=str(tmp_path), systemctl_argv=("systemctl", "--user"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", manager.env["XDG_RUNTIME_DIR"])
+    with pytest.raises(MoveError, match=f"systemctl start {unit}` failed"):
+        ctl.start()
+    assert sub_state() == "dead" and ctl.state() == SandboxState.STOPPED
 
 
 def test_systemd_analyze_flags_a_broken_dropin(fixtures_dir, tmp_path):

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Callable
 
 from datadir_mover.lab import host as host_mode
+from datadir_mover.lab import packaged_host
 from tuner.core.durable import write_atomic
 from tuner.core.errors import LabError
 from tuner.core.paths import innotier_cache
@@ -106,9 +107,10 @@ class ImageSpec:
     mirror: str = MIRROR
     loader: str = ""          # the checkout's TPC-C LOADER_VERSION: a new one makes the golden copy stale
     host: bool = False        # also bootable in host mode (--init systemd; datadir_mover.lab.host)
+    packaged: str = ""        # a packaged-server host (datadir_mover.lab.packaged_host): boots with systemd only
 
     def initramfs_init(self) -> str:
-        return host_mode.initramfs_init(INITRAMFS_INIT) if self.host else INITRAMFS_INIT
+        return host_mode.initramfs_init(INITRAMFS_INIT) if self.host or self.packaged else INITRAMFS_INIT
 
     def key(self) -> str:
         fields = {"recipe": RECIPE_VERSION, "packages": sorted(self.packages),
@@ -118,6 +120,8 @@ class ImageSpec:
         if self.host:
             fields["host"] = [host_mode.CONFINED_PROFILE, host_mode.UNIT_TEXT, host_mode.MASKED, host_mode.CMDLINE,
                               host_mode.LAB_OPTIONS]
+        if self.packaged:   # only then: the other images keep their keys (and their cache entries)
+            fields["packaged"] = packaged_host.recipe(packaged_host.get(self.packaged))
         payload = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -171,6 +175,14 @@ def loader_version_of(loader_py: Path) -> str:
 def default_spec(checkout: Path, host: bool = False) -> ImageSpec:
     return ImageSpec(requirements=requirements_of(checkout / "setup.cfg"),
                      loader=loader_version_of(checkout / "tuner" / "tpcc" / "loader.py"), host=host)
+
+
+def packaged_spec(checkout: Path, name: str) -> ImageSpec:
+    """The image of packaged lab host ``name`` (packaged_host.SERVERS): its suite, its server packages, no golden
+    copy (its server's own datadir is the one moved)."""
+    server = packaged_host.get(name)
+    return ImageSpec(packages=packaged_host.BASE_PACKAGES + server.packages, suite=server.suite, packaged=name,
+                     requirements=packaged_host.guest_requirements(requirements_of(checkout / "setup.cfg")))
 
 
 def lab_dir() -> Path:
@@ -228,16 +240,24 @@ def build(spec: ImageSpec, checkout: Path, *, force: bool = False, progress: Pro
     log = work / "build.log"
     started = time.monotonic()
     rootfs = work / "rootfs"
+    server = packaged_host.get(spec.packaged) if spec.packaged else None
     try:
         steps = [
-            ("mmdebstrap Debian 12 with the kernel, mdadm, ndctl, MariaDB, fio, Python", lambda: _bootstrap(spec, rootfs, log)),
+            (f"mmdebstrap Debian {spec.suite}: " + ", ".join(spec.packages), lambda: _bootstrap(spec, rootfs, log)),
             ("configure the guest (hosts, fstab, mount points" + (", host mode: systemd units, AppArmor profile)"
                                                                    if spec.host else ")"),
              lambda: _configure(rootfs, spec.host)),
-            ("download innotier's Python dependencies on the host (pip download)", lambda: _download_wheels(spec, work / "wheels", log)),
+            ("download innotier's Python dependencies on the host (pip download)",
+             lambda: _download_wheels(spec, work / "wheels", log, _guest_python(rootfs))),
             ("install them offline into /opt/innotier in the image", lambda: _install_wheels(spec, rootfs, work / "wheels", log)),
-            ("load the W=1 TPC-C golden datadir with the image's MariaDB (chroot)",
-             lambda: _load_golden(rootfs, checkout, log)),
+        ]
+        if server is None:
+            steps.append(("load the W=1 TPC-C golden datadir with the image's MariaDB (chroot)",
+                          lambda: _load_golden(rootfs, checkout, log)))
+        else:
+            steps.append((f"packaged host: {server.unit} and /{server.profile} as {server.packages[0]} installs them, "
+                          "the lab's unit, a small redo log", lambda: _configure_packaged(rootfs, server, log)))
+        steps += [
             ("extract the uncompressed kernel (vmlinux)", lambda: _extract_kernel(rootfs, work / "vmlinux")),
             ("build the busybox initramfs (virtio, ext4, 9p)",
              lambda: _initramfs(rootfs, work / "initramfs.cpio.gz", spec.initramfs_init(), log)),
@@ -249,7 +269,7 @@ def build(spec: ImageSpec, checkout: Path, *, force: bool = False, progress: Pro
             fn()
             progress(f"[{i}/{len(steps)}] done in {time.monotonic() - t0:.0f} s")
         image = Image(directory=final, key=key, kernel_release=_kernel_release(rootfs),
-                      packages=_package_versions(rootfs, spec.packages), host=spec.host)
+                      packages=_package_versions(rootfs, spec.packages), host=spec.host or bool(spec.packaged))
         shutil.rmtree(rootfs)
         shutil.rmtree(work / "wheels", ignore_errors=True)
         image.build_seconds = round(time.monotonic() - started, 1)
@@ -277,10 +297,15 @@ NO_INITRD_HOOK = ('chroot "$1" dpkg-divert --quiet --local --rename --divert /us
                   '--add /usr/sbin/update-initramfs && ln -sf /bin/true "$1/usr/sbin/update-initramfs"')
 
 
+# sid's Release file is valid for a week only (Valid-Until); a mirror that lags behind (this machine's did by 25
+# days) is refused by apt without this.  The signature is still checked.
+NO_VALID_UNTIL = "--aptopt=Acquire::Check-Valid-Until \"false\""
+
+
 def _bootstrap(spec: ImageSpec, rootfs: Path, log: Path) -> None:
     _run(["mmdebstrap", "--mode=root", "--variant=minbase", f"--include={','.join(spec.packages)}",
           "--dpkgopt=force-unsafe-io", "--aptopt=Acquire::Retries \"3\"", f"--essential-hook={NO_INITRD_HOOK}",
-          spec.suite, str(rootfs), spec.mirror], "mmdebstrap", log)
+          *([NO_VALID_UNTIL] if spec.packaged else []), spec.suite, str(rootfs), spec.mirror], "mmdebstrap", log)
 
 
 def _configure(rootfs: Path, host: bool) -> None:
@@ -302,13 +327,26 @@ def _configure(rootfs: Path, host: bool) -> None:
         host_mode.configure(rootfs)
 
 
-def _download_wheels(spec: ImageSpec, dest: Path, log: Path) -> None:
+def _guest_python(rootfs: Path) -> tuple[str, str]:
+    """The image's Python (major.minor) and glibc (2.N): the wheels must fit them, not the host's."""
+    out = subprocess.run(["chroot", str(rootfs), "python3", "-c",
+                          "import platform, sys; print('%d.%d' % sys.version_info[:2], platform.libc_ver()[1])"],
+                         capture_output=True, text=True)
+    parts = out.stdout.split()
+    if out.returncode != 0 or len(parts) != 2:
+        raise LabError(f"cannot run the image's python3 to learn its version: {out.stderr.strip()[-300:]}")
+    return parts[0], parts[1]
+
+
+def _download_wheels(spec: ImageSpec, dest: Path, log: Path, guest: tuple[str, str] = ("3.11", "2.36")) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    # the guest's python3 is Debian 12's 3.11, the same ABI as the host's
-    _run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.11",
+    python, glibc = guest
+    # Debian 12's python3 is 3.11 like the host's; a sid image has a newer one (its own cp tag and glibc)
+    newer_glibc = ["--platform", f"manylinux_2_{glibc.split('.')[1]}_x86_64"] if python != "3.11" else []
+    _run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", python,
           "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64", "--platform",
-          "manylinux_2_17_x86_64", "--implementation", "cp", "--dest", str(dest), "pip", "setuptools", "wheel",
-          *spec.requirements], "pip download of innotier's dependencies", log)
+          "manylinux_2_17_x86_64", *newer_glibc, "--implementation", "cp", "--dest", str(dest), "pip", "setuptools",
+          "wheel", *spec.requirements], "pip download of innotier's dependencies", log)
 
 
 def _install_wheels(spec: ImageSpec, rootfs: Path, wheels: Path, log: Path) -> None:
@@ -349,6 +387,23 @@ def _load_golden(rootfs: Path, checkout: Path, log: Path) -> None:
     if "golden " not in out:
         raise LabError(f"the golden datadir load printed no result; see {log}")
     shutil.rmtree(rootfs / GUEST_HOME.lstrip("/") / "sandboxes", ignore_errors=True)
+
+
+# the package's postinst initializes the datadir in the build's chroot; where it did not, the same command runs
+# natively here, in private mount, network and PID namespaces (as the golden load does)
+INITIALIZE_SHELL = r"""set -e
+mount --make-rprivate /
+mount -t proc proc "$R/proc"
+mount --bind /dev "$R/dev"
+exec chroot "$R" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"
+"""
+
+
+def _configure_packaged(rootfs: Path, server, log: Path) -> None:
+    packaged_host.configure(rootfs, server)
+    if packaged_host.needs_initialize(rootfs):
+        _run(["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child", "sh", "-c", INITIALIZE_SHELL, "sh",
+              *server.initialize], f"initializing {server.packages[0]}'s datadir", log, env=dict(os.environ, R=str(rootfs)))
 
 
 def _kernel_release(rootfs: Path) -> str:

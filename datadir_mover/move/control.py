@@ -24,6 +24,7 @@ from tuner.core.errors import MoveError
 from tuner.core.server import ConnectionSpec, Flavor, ServerModel
 from tuner.core.sandbox import Sandbox, SandboxState
 
+START_LIMIT = 900   # seconds a system server's start may take (mysql.service sets no start timeout of its own)
 SANDBOX_PLACEMENT = "50-innotier-placement.cnf"
 SYSTEM_PLACEMENT = "99-innotier-placement.cnf"
 
@@ -199,13 +200,44 @@ class SystemdControl:
         import time
 
         t0 = time.monotonic()
-        r = self._systemctl("start", self.unit)
-        if r.returncode != 0:
-            # a unit that failed to start is "failed", which state() reports as crashed; the server never came
-            # up, so reset it to inactive: the rollback then starts it on the old files (the raise reports it)
+        failed = self._start_job()
+        if failed is not None:
+            # stop: a unit with Restart=on-failure (Debian's mysql.service) would be started again by systemd
+            # behind the rollback's back, on whatever option files are there by then.  A unit that failed to
+            # start is "failed", which state() reports as crashed; the server never came up, so reset it to
+            # inactive: the rollback then starts it on the old files (the raise reports it)
+            self._systemctl("stop", self.unit)
             self._systemctl("reset-failed", self.unit)
-            raise MoveError(f"`systemctl start {self.unit}` failed: {r.stderr.strip()}; check `journalctl -u {self.unit}`")
+            raise MoveError(f"`systemctl start {self.unit}` failed: {failed}; check `journalctl -u {self.unit}`")
         return time.monotonic() - t0
+
+    def _restarts(self) -> tuple[str, str]:
+        """(SubState, NRestarts) of the unit."""
+        shown = dict(ln.partition("=")[::2] for ln in
+                     self._systemctl("show", self.unit, "-p", "SubState,NRestarts").stdout.splitlines())
+        return shown.get("SubState", ""), shown.get("NRestarts", "")
+
+    def _start_job(self) -> str | None:
+        """`systemctl start UNIT`: None when it started, else why not.  A server that exits during its start and
+        that systemd restarts (Restart=) has failed to start, also where systemctl would wait through the restarts."""
+        import time
+
+        before = self._restarts()[1]
+        deadline = time.monotonic() + START_LIMIT
+        proc = subprocess.Popen([*self.systemctl_argv, "start", self.unit], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        while True:
+            try:
+                err = proc.communicate(timeout=0.5)[1].strip()
+                return None if proc.returncode == 0 else err or f"exit {proc.returncode}"
+            except subprocess.TimeoutExpired:
+                sub, restarts = self._restarts()
+                late = time.monotonic() > deadline
+                if sub.startswith("auto-restart") or restarts != before or late:
+                    self._systemctl("stop", self.unit)   # ends the start job (and the restarts) systemctl waits on
+                    proc.communicate()
+                    return (f"the server did not start within {START_LIMIT} s" if late else
+                            f"the server exited during its start and systemd was restarting it (Restart=, {sub})")
 
     def stop_hint(self, mode: str = "clean") -> str:
         pre = "mariadb -e 'SET GLOBAL innodb_fast_shutdown=0' && " if mode == "slow" else ""

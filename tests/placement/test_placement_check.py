@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+import mvhelpers
+from sqlhelpers import stored_rows
 
 from tuner.core.errors import SweepError, UsageError
 from tuner.core.server import Flavor
@@ -31,21 +33,11 @@ def check_tier(innotier_home):
     """A real 640 MiB tmpfs: the fast tier (everything's cell holds a whole W=1 datadir), unmounted at the end."""
     if os.geteuid() != 0:
         pytest.fail("mounting a tmpfs needs root; CI runs the suite as root")
-    path = os.path.join(innotier_home, "placecheck-fast")
-    os.makedirs(path, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=640M,mode=0755", "tmpfs", path], check=True)
+    path = mvhelpers.mount_tmpfs(os.path.join(innotier_home, "placecheck-fast"), "640M")
     try:
         yield path
     finally:
         subprocess.run(["umount", path], check=False)
-
-
-def _rows(db: str, table: str) -> int:
-    if not os.path.exists(db):
-        return 0
-    with sqlite3.connect(db) as conn:
-        have = conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
-        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if have else 0
 
 
 def test_an_advice_is_checked_by_a_sweep_with_every_file_where_the_cell_says(tpcc_w1, check_tier, innotier_home):
@@ -182,7 +174,7 @@ def _one_line(r, *words: str) -> None:
 
 
 def _unchanged(results: str, innotier_home) -> None:
-    assert _rows(results, "placement_checks") == 0 and _rows(results, "runs") == 0
+    assert stored_rows(results, "placement_checks") == 0 and stored_rows(results, "runs") == 0
     from tuner.core.sandbox import list_sandboxes
 
     assert not [s.name for s in list_sandboxes() if s.name.startswith("sweep-")]

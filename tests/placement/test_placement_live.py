@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 
 import pytest
+
+import mvhelpers
+from sqlhelpers import stored_rows
 
 from tuner.core import sandbox as sbx
 from tuner.core.errors import ServerError, UsageError
@@ -28,21 +30,11 @@ def fast_tier(innotier_home):
     """A real 64 MiB tmpfs, unmounted at the end."""
     if os.geteuid() != 0:
         pytest.fail("mounting a tmpfs needs root; CI runs the suite as root")
-    path = os.path.join(innotier_home, "placeadv-tier")
-    os.makedirs(path, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64M,mode=0755", "tmpfs", path], check=True)
+    path = mvhelpers.mount_tmpfs(os.path.join(innotier_home, "placeadv-tier"), "64M")
     try:
         yield path
     finally:
         subprocess.run(["umount", path], check=False)
-
-
-def _stored(results: str, table: str) -> int:
-    if not os.path.exists(results):
-        return 0
-    with sqlite3.connect(results) as conn:
-        have = conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
-        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if have else 0
 
 
 def _one_line(r, code: int, *words: str) -> None:
@@ -63,13 +55,13 @@ def test_a_tier_is_priced_by_fio_and_bad_mounts_are_refused(cli, fast_tier, resu
     for k in ("randread_s", "write_s", "fsync_s", "seqread_bps", "seqwrite_bps"):
         assert cost[k] > 0, k
     assert 0 < cost["free_bytes"] <= 64 * MIB
-    assert _stored(results, "tier_costs") == 1
+    assert stored_rows(results, "tier_costs") == 1
     # bad input: not a mount point; more than the tier holds; each one line, nothing stored
     _one_line(cli("placement", "tier", "--mount", str(innotier_home), "--results", results), 2, "not a mount point")
     with pytest.raises(UsageError, match="does not fit: .* free") as err:
         tiercost.characterize(fast_tier, size_bytes=128 * MIB, runtime_s=1)
     assert "\n" not in str(err.value)
-    assert _stored(results, "tier_costs") == 1 and os.listdir(fast_tier) == []
+    assert stored_rows(results, "tier_costs") == 1 and os.listdir(fast_tier) == []
 
 
 def test_a_tpcc_window_is_measured_stored_advised_and_shown(cli, tpcc_w1, shared_sandbox, fast_tier, results,
@@ -78,7 +70,7 @@ def test_a_tpcc_window_is_measured_stored_advised_and_shown(cli, tpcc_w1, shared
             "--duration", "4", "--interval", "1", "--results", results, "--json")
     assert r.returncode == 0, r.stderr
     p = IoProfile.from_dict(json.loads(r.stdout))
-    assert _stored(results, "io_profiles") == 1
+    assert stored_rows(results, "io_profiles") == 1
     assert len(p.intervals) >= 3
     by_key = {c.key: c for c in p.candidates}
     for table in ("tpcc.new_order", "tpcc.order_line", "tpcc.stock"):
@@ -100,7 +92,7 @@ def test_a_tpcc_window_is_measured_stored_advised_and_shown(cli, tpcc_w1, shared
     assert 0.8 * done <= p.tables["tpcc.new_order"].insert <= 1.2 * done + 5
     assert p.tables["tpcc.order_line"].insert > 5 * p.tables["tpcc.new_order"].insert
 
-    if _stored(results, "tier_costs") == 0:   # this test run alone
+    if stored_rows(results, "tier_costs") == 0:   # this test run alone
         assert cli("placement", "tier", "--mount", fast_tier, "--size", "8M", "--runtime", "1",
                    "--results", results).returncode == 0
     png = tmp_path / "curve.png"
@@ -156,11 +148,11 @@ def test_a_server_without_performance_schema_gets_one_line_and_nothing_is_stored
                     options={"performance_schema": "OFF", "innodb_buffer_pool_size": "32M"})
     try:
         sb.start()
-        before = _stored(results, "io_profiles")
+        before = stored_rows(results, "io_profiles")
         r = cli("placement", "measure", "--sandbox", sb.name, "--seconds", "1", "--interval", "1",
                 "--results", results)
         _one_line(r, 3, "performance_schema is OFF", "restart it")
-        assert _stored(results, "io_profiles") == before
+        assert stored_rows(results, "io_profiles") == before
         # the same server reached as a live one (no sandbox name): the fix names its option file and the restart
         conn = sb.connection_spec().connect()
         try:

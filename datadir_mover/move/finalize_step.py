@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from datadir_mover.move.copy import Manifest, Tree
 from datadir_mover.move.journal import State, crash_point
 from datadir_mover.move.plan import Plan
 from datadir_mover.move.stepbase import MoveContext
+
+SESSION_TEMP = re.compile(r"^temp_\d+\.ibt$")  # MySQL's session temporary tablespaces in #innodb_temp/
 
 
 def finalize(ctx: MoveContext, accept_volatile: bool = False, persist_backing: str | None = None) -> dict[str, Any]:
@@ -94,9 +97,7 @@ def _remove_source(plan: Plan, manifest: Manifest) -> tuple[int, list[str]]:
     with Tree(src) as tree:
         removed, kept = _remove_copied(tree, manifest)
         if plan.component == "datadir":
-            for name in os.listdir(tree.dir_fd()):
-                if components.DATADIR_SKIP.match(name) and stat.S_ISREG(tree.lstat(name).st_mode):
-                    tree.remove(name)  # ibtmp1: recreated at start, never copied
+            _remove_server_scratch(tree)
         empty = not os.listdir(tree.dir_fd())
     if empty and plan.component != "tmpdir" and not os.path.ismount(src):
         src.rmdir()  # the datadir, or an emptied component directory (e.g. a tier's redo/ left by a move)
@@ -104,6 +105,24 @@ def _remove_source(plan: Plan, manifest: Manifest) -> tuple[int, list[str]]:
     else:
         fsync_dir(src)
     return removed, kept
+
+
+def _remove_server_scratch(tree: Tree) -> None:
+    """What MySQL and MariaDB recreate at every start and the copy never takes: ``ibtmp1``, and MySQL's
+    ``#innodb_temp/`` with its session temporary tablespaces (``temp_N.ibt``; the directory is left behind empty at
+    a clean stop).  Without this the emptied datadir stays and a later move back home finds it not empty."""
+    for name in os.listdir(tree.dir_fd()):
+        if not components.DATADIR_SKIP.match(name):
+            continue
+        mode = tree.lstat(name).st_mode
+        if stat.S_ISREG(mode):
+            tree.remove(name)
+        elif stat.S_ISDIR(mode) and name == "#innodb_temp":
+            inside = os.listdir(tree.dir_fd(name))
+            if all(SESSION_TEMP.match(n) and stat.S_ISREG(tree.lstat(f"{name}/{n}").st_mode) for n in inside):
+                for n in inside:
+                    tree.remove(f"{name}/{n}")
+                tree.remove(name)
 
 
 def _remove_copied(tree: Tree, manifest: Manifest) -> tuple[int, list[str]]:

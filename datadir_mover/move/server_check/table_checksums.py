@@ -17,6 +17,9 @@ def table_checksums(conn) -> dict[str, int | None]:
     cur = conn.cursor()
     out: dict[str, int | None] = {}
     for schema, table, _ in table_sample.innodb_tables(cur):
+        if (schema, table) in table_sample.GTID_SET_TABLES:  # rewritten at a start: its GTID set is what it holds
+            out[f"{schema}.{table}"] = int(table_sample.gtid_set_digest(cur)[:16], 16)
+            continue
         cur.execute(f"CHECKSUM TABLE {_ident(schema)}.{_ident(table)}")
         row = cur.fetchone()
         out[f"{schema}.{table}"] = None if row is None or row[1] is None else int(row[1])

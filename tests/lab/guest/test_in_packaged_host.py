@@ -192,15 +192,14 @@ def _gtid_rows() -> list:
 
 
 def test_the_datadir_moves_onto_dax_with_the_rule_in_the_packages_local_include(rows, pmem):
-    if COMM == "mysqld":
-        # the lab's runs: right after boot, MySQL 9.7 rewrote mysql.gtid_executed at the move's restart and the
-        # mover's check halted the move (docs/production-server.md); one restart first, its rows recorded
-        before = _gtid_rows()
-        sh("systemctl", "restart", UNIT)
-        record(f"{NAME}-gtid-executed-restart.txt", f"before a restart: {before}\nafter: {_gtid_rows()}\n")
+    # right after install MySQL 9.7 holds its GTID set in several rows of mysql.gtid_executed and compacts them
+    # at the move's restart: the check compares the set, so no restart is needed first (docs/production-server.md)
+    before = _gtid_rows() if COMM == "mysqld" else []
     _clear_denials()
     out = cli("move", "apply", "datadir", "--to", TARGET, "--yes").stdout
     record(f"{NAME}-apply.txt", out)
+    if COMM == "mysqld":
+        record(f"{NAME}-gtid-executed-move.txt", f"before the move: {before}\nafter: {_gtid_rows()}\n")
     assert f"system server ({UNIT})" in out and f"AppArmor: add rules to {LOCAL} and reload" in out, out
     assert _active() == "active"
     assert _datadir() == TARGET

@@ -293,11 +293,11 @@ def _mapped_and_wrapped(sb: Sandbox) -> Path:
 
 def _observe_switch(monkeypatch, then=None) -> dict:
     """At SWITCH (server stopped, source frozen, copy verified): the two logs' bytes, the log's stat against the last
-    online pass's record of it, COPY's figures; then ``then(executor)`` and the mover's own SWITCH."""
+    online pass's record of it, COPY's figures; then ``then(move context)`` and the mover's own SWITCH."""
     seen: dict = {}
     original = executor.HANDLERS["SWITCH"]
 
-    def switch(ex):
+    def switch(ex, lock, cache):   # the step's own inputs (stepbase): the move context, the commit block, the passes
         src, dst = Path(ex.plan.source_dir, REDO_LOG), Path(ex.plan.target_dir, REDO_LOG)
         a, b = src.read_bytes(), dst.read_bytes()
         last = Manifest.from_dict(ex.journal.load_json("precopy-manifest.json")).records[REDO_LOG]
@@ -310,7 +310,7 @@ def _observe_switch(monkeypatch, then=None) -> dict:
                     copy=ex.journal.data("COPY"), move_id=ex.plan.move_id)
         if then:
             then(ex)
-        return original(ex)
+        return original(ex, lock, cache)
 
     monkeypatch.setitem(executor.HANDLERS, "SWITCH", switch)
     return seen

@@ -239,3 +239,33 @@ def test_component_walk_without_openat2_refuses_the_same_link(trees, monkeypatch
     with pytest.raises(UnsafePath, match=f"{dst}/db is a symbolic link"):
         copy_tree(src, dst, walk(src), workers=1)
     assert snapshot(canary) == before
+
+
+def test_finalize_removes_the_servers_scratch_but_follows_no_link_planted_in_it(tmp_path):
+    """finalize's clean-up of MySQL's #innodb_temp/ (a directory the server's user writes): session tablespaces
+    and the empty directory go; a link planted as the directory or among its files is never followed, and then
+    nothing of the directory is removed."""
+    from datadir_mover.move.copy import Tree
+    from datadir_mover.move.finalize_step import _remove_server_scratch
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "temp_1.ibt").write_text("not the server's")
+    plain = tmp_path / "plain"
+    (plain / "#innodb_temp").mkdir(parents=True)
+    (plain / "#innodb_temp" / "temp_1.ibt").write_bytes(b"\0" * 16)
+    (plain / "ibtmp1").write_bytes(b"\0" * 16)
+    with Tree(plain) as tree:
+        _remove_server_scratch(tree)
+    assert list(plain.iterdir()) == []
+    as_dir = tmp_path / "as-dir"
+    as_dir.mkdir()
+    (as_dir / "#innodb_temp").symlink_to(outside)          # the directory swapped for a link
+    inside = tmp_path / "inside"
+    (inside / "#innodb_temp").mkdir(parents=True)
+    (inside / "#innodb_temp" / "temp_2.ibt").symlink_to(outside / "temp_1.ibt")   # a link among its files
+    for root in (as_dir, inside):
+        with Tree(root) as tree:
+            _remove_server_scratch(tree)
+        assert (root / "#innodb_temp").is_symlink() or (root / "#innodb_temp" / "temp_2.ibt").is_symlink()
+    assert (outside / "temp_1.ibt").read_text() == "not the server's"

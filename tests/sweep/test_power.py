@@ -82,3 +82,28 @@ def test_budget_option_overrides_the_spec_and_keeps_the_run(write_spec, cli):
     assert bad.returncode != 0 and "--budget applies only to specs with repeats: auto" in bad.stderr
     bad = cli("sweep", "run", spec, "--budget", "soon", "--dry-run")
     assert bad.returncode != 0 and "--budget 'soon' is not a duration" in bad.stderr
+
+
+def test_the_cheap_floor_gives_the_same_counts_and_skips_the_costly_critical_values():
+    """A fixed design with a two-way model attached pays a simulation for every count's critical value; the
+    schedule's own value (never above it) rules out the counts without power first: same answer, fewer asks."""
+    from tuner.sweep.sample_size import blocks_needed
+    from tuner.sweep.stats import Target
+
+    target = Target(adaptive=False, comparisons=2, cells=3, contrasts=(((0,), (1,)), ((2,), (1,))))
+    asked: list[int] = []
+
+    def critical(k: int) -> float:  # the schedule's value times a switch factor, as Target.critical gives
+        asked.append(k)
+        return target.schedule_critical(k, 2) * 1.08
+
+    for effect, sd, df in ((math.log(1.35), 0.17, 4), (math.log(1.10), 0.05, 8), (math.log(1.02), 0.3, 2)):
+        plain = blocks_needed(effect, sd, df, critical, 2, 4, 50, target.equivalence)
+        calls_plain = len(asked)
+        asked.clear()
+        floored = blocks_needed(effect, sd, df, critical, 2, 4, 50, target.equivalence,
+                                floor=lambda k: target.schedule_critical(k, 2))
+        assert floored == plain
+        assert len(asked) < calls_plain or calls_plain <= 2, (asked, calls_plain)
+        asked.clear()
+    assert target.critical(6, 2) >= target.schedule_critical(6, 2)  # the floor's premise, on the real factor

@@ -98,7 +98,8 @@ def power_plan(plan: Plan, store: ResultsStore | None, effect: float = 0.10) -> 
         sd, df, per_block, source = measured.get(name, (ASSUMED_SD_LOG, None, 1, "assumed: no earlier results for "
                                                         "this spec here"))
         need = blocks_needed(math.log1p(effect), sd, df, lambda k, pb=per_block: target.critical(k, pb), per_block,
-                             target.min_blocks if spec.adaptive else 2, cap, target.equivalence)
+                             target.min_blocks if spec.adaptive else 2, cap, target.equivalence,
+                             floor=lambda k, pb=per_block: target.schedule_critical(k, pb))
         rows.append(PowerRow(name, sd, source, need, block_seconds))
     return PowerPlan(effect, block_seconds, block_source, rows, spec.repeats if spec.adaptive else None)
 

@@ -57,22 +57,31 @@ def power_at(n: int, effect: float, sd: float, df: int, crit: float, margin: flo
 
 
 def blocks_for(effect: float, sd: float, critical: Callable[[int], float], df_per_block: int, first: int,
-               cap: int, margin: float) -> int | None:
-    """The fewest total blocks in first..cap with 80% power; None when even ``cap`` has less."""
-    for n in range(max(first, 2), cap + 1):
+               cap: int, margin: float, floor: Callable[[int], float] | None = None) -> int | None:
+    """The fewest total blocks in first..cap with 80% power; None when even ``cap`` has less.
+
+    ``floor(n)``, when given, is a cheap critical value never above ``critical(n)``: power only falls as the
+    critical value rises, so a count that lacks power at the floor lacks it at the real value too, and the
+    real one (a simulation per count for a fixed design: about a second each) is asked only from the first
+    count the floor lets through."""
+    start = max(first, 2)
+    if floor is not None:
+        start = next((n for n in range(start, cap + 1)
+                      if power_at(n, effect, sd, (n - 1) * df_per_block, floor(n), margin) >= POWER), cap + 1)
+    for n in range(start, cap + 1):
         if power_at(n, effect, sd, (n - 1) * df_per_block, critical(n), margin) >= POWER:
             return n
     return None
 
 
 def blocks_needed(effect: float, sd: float, df: int | None, critical: Callable[[int], float], df_per_block: int,
-                  first: int, cap: int, margin: float) -> BlocksNeeded:
+                  first: int, cap: int, margin: float, floor: Callable[[int], float] | None = None) -> BlocksNeeded:
     """The range of total blocks needed over the spread's 80% interval (a point when ``df`` is None: assumed)."""
     if df is None or df < 1:
-        n = blocks_for(effect, sd, critical, df_per_block, first, cap, margin)
+        n = blocks_for(effect, sd, critical, df_per_block, first, cap, margin, floor)
         return BlocksNeeded(n, n, cap)
     tail = (1.0 - SPREAD_INTERVAL) / 2.0
     sd_low = sd * math.sqrt(df / float(sps.chi2.ppf(1.0 - tail, df)))
     sd_high = sd * math.sqrt(df / float(sps.chi2.ppf(tail, df)))
-    return BlocksNeeded(blocks_for(effect, sd_low, critical, df_per_block, first, cap, margin),
-                        blocks_for(effect, sd_high, critical, df_per_block, first, cap, margin), cap)
+    return BlocksNeeded(blocks_for(effect, sd_low, critical, df_per_block, first, cap, margin, floor),
+                        blocks_for(effect, sd_high, critical, df_per_block, first, cap, margin, floor), cap)

@@ -280,7 +280,7 @@ class PairedRatio:
         t, per = self.target, self.df_per_block
         cap = t.max_blocks if t.adaptive else 50
         return blocks_needed(math.log(self.ratio), self.sd_log, self.df, lambda k: t.critical(k, per), per,
-                             self.n + 1, cap, t.equivalence)
+                             self.n + 1, cap, t.equivalence, floor=lambda k: t.schedule_critical(k, per))
 
     @property
     def decided(self) -> bool:

@@ -85,6 +85,11 @@ def test_auto_repeats_stop_by_themselves_and_a_cpu_hog_block_is_flagged(tmp_path
     else:
         assert reason.startswith("max_blocks (3) reached") and blocks == 3, run["stop"]
     assert len(cells) == 2 * blocks and all(c.status == "ok" for c in cells)
+    # the console names every comparison at the last look, decided ones with their interval too
+    last = out[out.index(f"after block {blocks}:"):]
+    for v in verdicts:
+        label = "decided" if v.decided else "undecided"
+        assert f"  {label}: {v.text()}" in last, last
     assert run["design"]["adaptive"] and run["design"]["seed"] is not None
     # the randomized block order is the recorded one
     for b in range(1, blocks + 1):

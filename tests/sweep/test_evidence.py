@@ -228,3 +228,65 @@ def test_the_report_marks_the_page_size_outliers_names_what_the_server_reports_a
     assert png.startswith(b"\x89PNG") and len(png) > 5000
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert [(o["cell"], o["block"]) for o in summary["outliers"]] == [("ps=4k", 1), ("ps=4k", 3)]
+
+
+def test_the_sampler_names_a_transaction_left_open_and_what_it_holds(shared_sandbox):
+    """A real MariaDB: one transaction holds two row locks and stays open; the window's oldest-transaction sample
+    names its age, state and locks (the lock convoy's cause in the 4 KB stalls), and the report prints it."""
+    from waiting import wait_for
+    from tuner.sweep.report import oldest_text
+
+    spec = shared_sandbox.connection_spec()
+    holder = spec.connect(autocommit=False)
+    cur = holder.cursor()
+    cur.execute("CREATE DATABASE IF NOT EXISTS evid_trx")
+    cur.execute("CREATE TABLE IF NOT EXISTS evid_trx.t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    cur.execute("REPLACE INTO evid_trx.t VALUES (1, 0), (2, 0)")
+    holder.commit()
+    window = evidence.EvidenceWindow(spec.connect, None, every=0.2)
+    window.begin()
+    try:
+        cur.execute("UPDATE evid_trx.t SET v = v + 1")  # opens the transaction: two rows locked until rollback
+        wait_for(lambda: (window._sampler.oldest or {}).get("age_s", 0) >= 2, 30, "the open transaction sampled")
+        got = window.end()
+    finally:
+        holder.rollback()
+        cur.execute("DROP DATABASE evid_trx")
+        holder.close()
+    old = got["peaks"]["oldest_trx"]
+    assert old["age_s"] >= 2 and old["state"] == "RUNNING" and old["rows_modified"] == 2, old
+    assert old["rows_locked"] >= 2 and got["peaks"]["oldest_trx_failure"] is None, got["peaks"]
+    assert got["peaks"]["samples"] >= 2 and got["peaks"]["failure"] is None
+    assert evidence.evidence_columns(got)["oldest_trx_s"] == old["age_s"]
+    assert oldest_text(got).startswith(f"{old['age_s']} s: ") and "RUNNING" in oldest_text(got)
+
+
+def test_a_user_without_process_keeps_the_gauges_and_says_why_the_transactions_are_missing(shared_sandbox):
+    """INNODB_TRX needs PROCESS; SHOW GLOBAL STATUS does not: the gauges go on, the missing sample says why."""
+    from waiting import wait_for
+
+    spec = shared_sandbox.connection_spec()
+    admin = spec.connect()
+    cur = admin.cursor()
+    cur.execute("CREATE USER IF NOT EXISTS 'evid_noproc'@'localhost' IDENTIFIED BY 'evid-noproc-pw'")
+    try:
+        sampler = evidence._Sampler(lambda: spec.connect(user="evid_noproc", password="evid-noproc-pw"), 0.2)
+        sampler.start()
+        wait_for(lambda: len(sampler.samples) >= 3, 30, "three gauge samples")
+        peaks = sampler.stop()
+    finally:
+        cur.execute("DROP USER 'evid_noproc'@'localhost'")
+        admin.close()
+    assert peaks["failure"] is None and peaks["samples"] >= 3 and peaks["free_pages_min"] is not None, peaks
+    assert peaks["oldest_trx"] is None and "1227" in peaks["oldest_trx_failure"], peaks
+
+
+def test_a_statement_is_named_by_its_first_words_and_never_by_a_password():
+    assert evidence.statement_kind("CALL tpcc_new_order(1, 2, 3)") == "CALL tpcc_new_order"
+    assert evidence.statement_kind("  UPDATE stock\n SET s_quantity = 5") == "UPDATE stock"
+    assert evidence.statement_kind("INSERT INTO order_line (ol_o_id) VALUES (3001)") == "INSERT INTO order_line"
+    assert evidence.statement_kind("select s_quantity from tpcc.stock where s_i_id = 7") == "SELECT FROM tpcc.stock"
+    assert evidence.statement_kind("DELETE FROM new_order WHERE no_o_id = 2101") == "DELETE FROM new_order"
+    assert evidence.statement_kind("COMMIT") == "COMMIT"
+    assert evidence.statement_kind("ALTER USER x IDENTIFIED BY 'secret'") is None
+    assert evidence.statement_kind(None) is None

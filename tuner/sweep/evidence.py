@@ -12,7 +12,9 @@ measured window and stores the differences:
   MariaDB 10.6+ prints no semaphore counts), row-lock and semaphore waits at each instant, pending fsyncs
   and I/O, checkpoint age from the LSN lines;
 - gauges sampled every 2 s on a second connection (``peaks``): the fewest free pages, the largest checkpoint
-  age (MySQL's from its redo LSNs), the most row-lock waiters and pending fsyncs and reads at once;
+  age (MySQL's from its redo LSNs), the most row-lock waiters and pending fsyncs and reads at once, and the
+  oldest open transaction (``INNODB_TRX``: its age, state, operation, rows locked, and the statement's first
+  words): one transaction stuck for seconds holds its row locks while every client that needs one queues;
 - the error log written during the window: the page cleaner's "intended loop took" / "Page cleaner took"
   warnings (MariaDB 10.5+ prints none).
 
@@ -29,6 +31,7 @@ puts both side by side.  Reading the evidence never fails a cell: a failed read 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -65,6 +68,11 @@ SAMPLED = {
     "redo_checkpoint_lsn": "Innodb_redo_log_checkpoint_lsn",
 }
 SAMPLE_EVERY = 2.0
+# the oldest open transaction at each sample: one transaction stuck for seconds holds its row locks, and every
+# client that needs one of them queues behind it (a lock convoy: throughput falls, CPU and I/O with it)
+SQL_OLDEST_TRX = ("SELECT TIMESTAMPDIFF(SECOND, trx_started, NOW()) AS age_s, trx_state, trx_operation_state, "
+                  "trx_rows_locked, trx_rows_modified, trx_lock_structs, trx_query "
+                  "FROM information_schema.INNODB_TRX ORDER BY trx_started LIMIT 1")
 SQL_SAMPLE = ("SHOW GLOBAL STATUS WHERE Variable_name IN ("
               + ", ".join(f"'{v}'" for v in SAMPLED.values()) + ")")
 # cumulative counters of the monitor output (differences over the window)
@@ -159,6 +167,39 @@ def peaks(samples: list[dict[str, int | None]]) -> dict[str, Any]:
             "pending_fsyncs_max": pick("pending_fsyncs", max), "pending_reads_max": pick("pending_reads", max)}
 
 
+STATEMENT_TARGETS = (  # what a statement is named by: its verb and the table (or procedure) it works on
+    re.compile(r"\s*(INSERT|REPLACE)\s+(?:IGNORE\s+)?INTO\s+([\w.`]+)", re.I),
+    re.compile(r"\s*(UPDATE|CALL)\s+([\w.`]+)", re.I),
+    re.compile(r"\s*(DELETE)\s+FROM\s+([\w.`]+)", re.I),
+    re.compile(r"\s*(SELECT)\b.*?\bFROM\s+([\w.`]+)", re.I | re.S),
+)
+
+
+def statement_kind(query: str | None) -> str | None:
+    """A statement named by its verb and table ('INSERT INTO order_line', 'CALL tpcc_new_order'), never by its
+    literals: a statement's text may hold a password."""
+    if not query:
+        return None
+    if any(w in query.upper() for w in ("PASSWORD", "IDENTIFIED")):
+        return None
+    for pattern in STATEMENT_TARGETS:
+        m = pattern.match(query)
+        if m:
+            verb = m.group(1).upper()
+            joiner = " INTO " if verb in ("INSERT", "REPLACE") else " FROM " if verb in ("DELETE", "SELECT") else " "
+            return f"{verb}{joiner}{m.group(2)}"[:60]
+    return query.split()[0].upper()[:20]
+
+
+def oldest_of(row: tuple | None) -> dict[str, Any] | None:
+    """The oldest transaction's row of ``SQL_OLDEST_TRX`` as stored evidence (None: no transaction open)."""
+    if not row or row[0] is None:
+        return None
+    age, state, op, locked, modified, structs, query = (x.decode() if isinstance(x, bytes) else x for x in row)
+    return {"age_s": int(age), "state": state, "operation": op or None, "rows_locked": locked,
+            "rows_modified": modified, "lock_structs": structs, "statement": statement_kind(query)}
+
+
 class _Sampler(threading.Thread):
     """Samples the gauges on its own connection until stopped; a failure ends the sampling, not the cell."""
 
@@ -169,6 +210,8 @@ class _Sampler(threading.Thread):
         self._halt = threading.Event()
         self.samples: list[dict[str, int | None]] = []
         self.failure: str | None = None
+        self.oldest: dict[str, Any] | None = None  # the oldest transaction seen at any sample
+        self.oldest_failure: str | None = None  # its query failed (no PROCESS privilege): the gauges go on
 
     def run(self) -> None:
         try:
@@ -184,15 +227,32 @@ class _Sampler(threading.Thread):
                 cur.close()
                 self.samples.append(sample_of({(k.decode() if isinstance(k, bytes) else k):
                                                (v.decode() if isinstance(v, bytes) else v) for k, v in rows}))
+                self._sample_oldest(conn)
         except Exception as exc:
             self.failure = f"{type(exc).__name__}: {exc}"
         finally:
             conn.close()
 
+    def _sample_oldest(self, conn) -> None:
+        if self.oldest_failure:
+            return
+        try:
+            cur = conn.cursor()
+            cur.execute(SQL_OLDEST_TRX)
+            rows = cur.fetchall()
+            now = oldest_of(rows[0] if rows else None)
+            cur.close()
+        except Exception as exc:
+            self.oldest_failure = f"{type(exc).__name__}: {exc}"
+            return
+        if now and (self.oldest is None or now["age_s"] > self.oldest["age_s"]):
+            self.oldest = now
+
     def stop(self) -> dict[str, Any]:
         self._halt.set()
         self.join(timeout=30)
-        return {**peaks(self.samples), "every_s": self._every, "failure": self.failure}
+        return {**peaks(self.samples), "every_s": self._every, "failure": self.failure,
+                "oldest_trx": self.oldest, "oldest_trx_failure": self.oldest_failure}
 
 
 class EvidenceWindow:
@@ -255,6 +315,8 @@ SIGNALS = {
     "free_pages_min": ("fewest free pages", "the buffer pool's free list at its shortest (sampled)"),
     "lock_waiters_max": ("most row-lock waiters", "transactions waiting for a row lock at once (sampled)"),
     "page_cleaner_warnings": ("page-cleaner warnings", "page-cleaner loops that overran, from the error log"),
+    "oldest_trx_s": ("oldest transaction (s)", "the longest a transaction stayed open (sampled): a stuck one holds "
+                                               "its row locks while the others queue"),
     "server_cpu_cores": ("server + driver CPU (cores)", "CPU of the sweep's processes (noise window)"),
     "iowait_share": ("iowait share", "the machine's iowait over the window"),
     "psi_io_some": ("I/O pressure", "share of the window some task stalled on I/O (PSI)"),
@@ -283,6 +345,7 @@ def evidence_columns(evidence: dict[str, Any] | None, noise: dict[str, Any] | No
         "checkpoint_age": age, "free_pages_min": pk.get("free_pages_min"),
         "lock_waiters_max": pk.get("row_lock_current_waits_max"),
         "page_cleaner_warnings": (e.get("page_cleaner") or {}).get("warnings"),
+        "oldest_trx_s": (pk.get("oldest_trx") or {}).get("age_s"),
         "server_cpu_cores": w.get("ours_cores"), "iowait_share": w.get("iowait_share"),
         "psi_io_some": ((w.get("psi") or {}).get("io") or {}).get("some_stall_share"),
         "psi_cpu_some": ((w.get("psi") or {}).get("cpu") or {}).get("some_stall_share"),

@@ -398,11 +398,22 @@ def evidence_rows(cells) -> list[dict[str, Any]]:
                      "os_waits": num("os_waits"), "pending_fsyncs": num("pending_fsyncs"),
                      "checkpoint_age": "-" if e["checkpoint_age"] is None else human_size(e["checkpoint_age"]),
                      "cleaner": num("page_cleaner_warnings"), "free_min": num("free_pages_min"),
-                     "waiters": num("lock_waiters_max"),
+                     "waiters": num("lock_waiters_max"), "oldest": oldest_text(c.evidence),
                      "cpu": "-" if e["server_cpu_cores"] is None else f"{e['server_cpu_cores']:.2f}",
                      "iowait": "-" if e["iowait_share"] is None else f"{e['iowait_share'] * 100:.0f}%",
                      "error": (c.evidence or {}).get("error") if c.evidence else "not recorded (stored before schema 4)"})
     return rows
+
+
+def oldest_text(evidence: dict[str, Any] | None) -> str:
+    """'34 s: CALL tpcc_new_order, RUNNING (inserting), 12 rows locked' ('-': not sampled: no transaction was open at any sample, or a run recorded before the
+    sampler read it)."""
+    old = ((evidence or {}).get("peaks") or {}).get("oldest_trx")
+    if not old:
+        return "-"
+    what = ", ".join(x for x in (old.get("statement"), old.get("state")) if x)
+    op = f" ({old['operation']})" if old.get("operation") else ""
+    return f"{old['age_s']} s: {what}{op}, {old.get('rows_locked') or 0} rows locked"
 
 
 def evidence_note(cells) -> str:

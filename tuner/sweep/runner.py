@@ -307,8 +307,9 @@ class Runner:
         verdicts = self._verdicts(store)
         undecided = [v for v in verdicts if not v.decided]
         self.echo(f"after block {blocks}: {len(verdicts) - len(undecided)} of {len(verdicts)} comparisons decided")
-        for v in undecided:
-            self.echo(f"  undecided: {v.text()}" + (f" ({v.quiet_text()})" if v.quiet else ""))
+        for v in verdicts:  # the decided ones too: the look that decides is the one a planner acts on
+            label = "decided" if v.decided else "undecided"
+            self.echo(f"  {label}: {v.text()}" + (f" ({v.quiet_text()})" if v.quiet else ""))
         d = stoprule.decide(self.spec.stop, blocks, self._spent(store), verdicts)
         return self._stop_record(store, d.reason) if d.stop else None
 

@@ -68,9 +68,17 @@ SELECT_CUSTOMER = ("SELECT c_discount, c_last, c_credit, w_tax, d_tax, NOW(), " 
                    "FROM customer, warehouse, district "
                    "WHERE w_id = {w_id} AND d_w_id = {w_id} AND d_id = {d_id} "
                    "AND c_w_id = {w_id} AND c_d_id = {d_id} AND c_id = {c_id}")
+# The lines' ITEM and STOCK rows, by primary key, the lines first.  The join order and the index are forced: with
+# STOCK's statistics saying it is tiny (n_rows 1), MariaDB 10.11 plans the free-order form as a full scan of STOCK
+# first; an UPDATE (or an INSERT ... SELECT) locks every row it reads, so one New-Order held 200,016 and 436,365
+# stock row locks for 17-33 s and every other terminal queued behind them (the page-size sweep's stalls of
+# 2026-12-02, caught by the sweep's oldest-transaction sample; docs/sweep-statistics.md).
+LINE_ROWS = (" STRAIGHT_JOIN item FORCE INDEX (PRIMARY) ON item.i_id = l.i_id "
+             "STRAIGHT_JOIN stock FORCE INDEX (PRIMARY) ON stock.s_w_id = l.w_id AND stock.s_i_id = l.i_id")
 # 2.4.2.2: every line's STOCK update in one statement; stock rows are locked in the sorted order.  A line whose
 # item does not exist has no stock row either and matches nothing.
-UPDATE_STOCK = ("UPDATE stock JOIN " + SORTED + " ON stock.s_w_id = l.w_id AND stock.s_i_id = l.i_id "
+UPDATE_STOCK = ("UPDATE " + SORTED + " STRAIGHT_JOIN stock FORCE INDEX (PRIMARY) "
+                "ON stock.s_w_id = l.w_id AND stock.s_i_id = l.i_id "
                 "SET s_quantity = IF(s_quantity >= l.qty + 10, s_quantity - l.qty, s_quantity - l.qty + 91), "
                 "s_ytd = s_ytd + l.qty, s_order_cnt = s_order_cnt + 1, "
                 "s_remote_cnt = s_remote_cnt + (l.w_id <> {w_id})")
@@ -81,8 +89,7 @@ DISPLAY_LINES = ("SELECT COUNT(*), SUM(l.qty * i_price), GROUP_CONCAT(CONCAT_WS(
                  "i_name, l.qty, IF(s_quantity <= 100 - l.qty, s_quantity + l.qty, s_quantity + l.qty - 91), "
                  "IF(i_data LIKE '%ORIGINAL%' AND s_data LIKE '%ORIGINAL%', 'B', 'G'), i_price, l.qty * i_price) "
                  "ORDER BY l.ol_number SEPARATOR ';'){into} "
-                 "FROM " + SORTED + " JOIN item ON item.i_id = l.i_id "
-                 "JOIN stock ON stock.s_w_id = l.w_id AND stock.s_i_id = l.i_id")
+                 "FROM " + SORTED + LINE_ROWS)
 # 2.4.2.2: the order id is D_NEXT_O_ID, which is incremented: one locking update, the old value comes back
 # through LAST_INSERT_ID(expr) (MySQL/MariaDB manual, LAST_INSERT_ID(): "If expr is given ... the value of
 # expr is returned by the next call to LAST_INSERT_ID()" and by mysql_insert_id()).
@@ -95,8 +102,7 @@ INSERT_ORDER_LINES = (
     "ol_amount, ol_dist_info) "
     "SELECT {o_id}, {d_id}, {w_id}, l.ol_number, l.i_id, l.w_id, l.qty, l.qty * i_price, "
     "ELT({d_id}, s_dist_01, s_dist_02, s_dist_03, s_dist_04, s_dist_05, s_dist_06, s_dist_07, s_dist_08, "
-    "s_dist_09, s_dist_10) FROM " + SORTED + " JOIN item ON item.i_id = l.i_id "
-    "JOIN stock ON stock.s_w_id = l.w_id AND stock.s_i_id = l.i_id")
+    "s_dist_09, s_dist_10) FROM " + SORTED + LINE_ROWS)
 INSERT_NEW_ORDER = "INSERT INTO new_order (no_o_id, no_d_id, no_w_id) VALUES ({o_id}, {d_id}, {w_id})"
 
 _VARS = {"w_id": "p_w_id", "d_id": "p_d_id", "c_id": "p_c_id", "ol_cnt": "p_ol_cnt",

@@ -23,7 +23,8 @@ OP = "stock_level"
 PROCEDURE = "tpcc_stock_level"
 
 SELECT_NEXT_O_ID = "SELECT d_next_o_id{into} FROM district WHERE d_w_id = {w_id} AND d_id = {d_id}"
-COUNT_LOW_STOCK = ("SELECT COUNT(DISTINCT s_i_id){into} FROM order_line, stock "
+# the order lines first, each stock row by primary key (forced, as New-Order's: tuner/tpcc/new_order.LINE_ROWS)
+COUNT_LOW_STOCK = ("SELECT COUNT(DISTINCT s_i_id){into} FROM order_line STRAIGHT_JOIN stock FORCE INDEX (PRIMARY) "
                    "WHERE ol_w_id = {w_id} AND ol_d_id = {d_id} AND ol_o_id < {next_o_id} "
                    "AND ol_o_id >= {next_o_id} - 20 AND s_w_id = {w_id} AND s_i_id = ol_i_id "
                    "AND s_quantity < {threshold}")

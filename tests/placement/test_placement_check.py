@@ -234,6 +234,35 @@ def test_a_mysql_advice_that_picks_tables_is_planned_as_a_mysql_sweep(installed_
     _unchanged(results, innotier_home)
 
 
+def test_a_mysql_check_runs_its_table_cell_in_a_general_tablespace(installed_server, check_tier, innotier_home):
+    """The check of a MySQL 9.7 advice that picks tpcc.item, run at tiny size (one block, 3 s cells, no naive
+    pick): the table cell's sandbox gets its table directory in innodb_directories before its first start (one
+    start, no restart), the table lands in a general tablespace there, and the server says so after the run."""
+    installed_server("mysql-9.7")
+    results = os.path.join(innotier_home, "placecheck-mysql.db")
+    _store_advice(results, check_tier, server={"flavor": "mysql", "version": "9.7.4", "page_size": 16384,
+                                               "innodb_buffer_pool_size": str(32 * MIB)})
+    with PlacementStore(results) as store:
+        plan = check.build(check.CheckRequest(server="mysql-9.7", naive=(), blocks=1, warmup=1, duration=3,
+                                              interval=1), store)
+    summary = check.execute(plan, RunnerOptions(results=results, listen=None, pt_summary=False, probe=False,
+                                                live=False, echo=lambda m: None))
+    assert summary.failed == [] and summary.ran == len(plan.cells) == 3, summary
+    res = check.result(plan, results)
+    from tuner.sweep.results import ResultsStore
+
+    with ResultsStore(results) as rs:
+        (rec,) = [r for r in rs.cells(res.run_id) if r.settings["placement"].get("tpcc.item") == "fast"]
+    assert rec.status == "ok" and rec.check_ok and rec.server_version.startswith("9.7."), rec.failure
+    (table_dir,) = rec.tiers["innodb_directories"]
+    assert table_dir.startswith(os.path.realpath(check_tier) + "/")
+    assert f"innodb_directories={table_dir}" in rec.option_file and table_dir in rec.variables["innodb_directories"]
+    at_end = rec.tiers["tables_at_end"]["tpcc.item"]
+    assert at_end["under"] and at_end["path"] == os.path.join(table_dir, "innotier_tpcc_item.ibd"), at_end
+    assert at_end["bytes"] > 0
+    assert {r.name: r.placed_where for r in res.rows}["advisor"] == "checked"
+
+
 def test_a_sweep_placement_names_tpcc_tables_only_and_places_them_on_both_flavors():
     from tuner.core.server import Version
     from tuner.sweep.plan import expand, validate_cell

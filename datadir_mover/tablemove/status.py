@@ -3,7 +3,8 @@
 A table can leave its tier without innotier: a dump and reload, a ``CREATE TABLE ... LIKE`` and swap, or a
 pt-online-schema-change run with ``--remove-data-dir`` land it in the datadir; on MySQL a by-hand ``ALTER
 TABLE ... TABLESPACE=innodb_file_per_table``.  (MariaDB 10.11.19 keeps ``DATA DIRECTORY`` through ``ALTER
-TABLE ... ALGORITHM=COPY``, ``FORCE`` and ``TRUNCATE``: checked on a sandbox; older releases differ.)  Status
+TABLE ... ALGORITHM=COPY``, ``FORCE`` and ``TRUNCATE``: checked on a sandbox, and 11.8.9 through ``ALGORITHM=COPY``
+and ``TRUNCATE``: tests/tablemove/test_table_move_mariadb_11_8.py; older releases differ.)  Status
 reads the table's file from the server (``where.table_file``) and reports a table that is no longer where
 its committed move put it; the command then exits 1.
 """

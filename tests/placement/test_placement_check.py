@@ -129,8 +129,6 @@ def test_a_placed_table_taken_back_to_the_datadir_is_caught(shared_sandbox, chec
         with pytest.raises(SweepError, match="placecheck_db.t at .* elsewhere|elsewhere: placecheck_db.t at") as err:
             table_placement.verify(conn, Flavor.MARIADB, {"placecheck_db.t": where})
         assert "\n" not in str(err.value) and shared_sandbox.datadir.rstrip("/") in str(err.value)
-        with pytest.raises(SweepError, match="MariaDB only"):
-            table_placement.place_tables(conn, Flavor.MYSQL, {"placecheck_db.t": Path(where)})
     finally:
         cur.execute("DROP DATABASE IF EXISTS placecheck_db")
         cur.close()
@@ -216,7 +214,56 @@ def test_bad_input_is_one_line_and_changes_nothing(cli, tmp_path, check_tier, in
             check.build(replace(check.CheckRequest(), blocks=0), store)
 
 
-def test_a_sweep_placement_names_tpcc_tables_only_and_places_them_on_mariadb_only():
+def test_a_mysql_advice_that_picks_tables_is_planned_as_a_mysql_sweep(installed_server, cli, tmp_path, check_tier,
+                                                                     innotier_home):
+    """Table cells run on MySQL too (a general tablespace in the cell's innodb_directories; the placing itself is
+    tested on a real MySQL 9.7 in tests/servers/test_server_placement.py): the check of an advice measured on
+    MySQL 9.7 whose pick is a table plans a sweep on that server, every cell validated, nothing run."""
+    installed_server("mysql-9.7")
+    results = str(tmp_path / "mysql.db")
+    _store_advice(results, check_tier, server={"flavor": "mysql", "version": "9.7.4", "page_size": 16384,
+                                               "innodb_buffer_pool_size": str(32 * MIB)})
+    r = cli("placement", "check", "--results", results, "--server", "mysql-9.7", "--plan", "--blocks", "1")
+    assert r.returncode == 0, r.stderr
+    assert "tpcc.item: fast" in r.stdout and "mysql 9.7" in r.stdout.lower(), r.stdout
+    with PlacementStore(results) as store:
+        plan = check.build(check.CheckRequest(server="mysql-9.7", blocks=1), store)
+    swept = check.sweep_plan(plan)
+    assert swept.flavor == Flavor.MYSQL and not swept.skipped and swept.refusal is None, swept.refusal
+    assert any(k == "tpcc.item" and t == "fast" for c in swept.cells for k, t in c.placement.items())
+    _unchanged(results, innotier_home)
+
+
+def test_a_mysql_check_runs_its_table_cell_in_a_general_tablespace(installed_server, check_tier, innotier_home):
+    """The check of a MySQL 9.7 advice that picks tpcc.item, run at tiny size (one block, 3 s cells, no naive
+    pick): the table cell's sandbox gets its table directory in innodb_directories before its first start (one
+    start, no restart), the table lands in a general tablespace there, and the server says so after the run."""
+    installed_server("mysql-9.7")
+    results = os.path.join(innotier_home, "placecheck-mysql.db")
+    _store_advice(results, check_tier, server={"flavor": "mysql", "version": "9.7.4", "page_size": 16384,
+                                               "innodb_buffer_pool_size": str(32 * MIB)})
+    with PlacementStore(results) as store:
+        plan = check.build(check.CheckRequest(server="mysql-9.7", naive=(), blocks=1, warmup=1, duration=3,
+                                              interval=1), store)
+    summary = check.execute(plan, RunnerOptions(results=results, listen=None, pt_summary=False, probe=False,
+                                                live=False, echo=lambda m: None))
+    assert summary.failed == [] and summary.ran == len(plan.cells) == 3, summary
+    res = check.result(plan, results)
+    from tuner.sweep.results import ResultsStore
+
+    with ResultsStore(results) as rs:
+        (rec,) = [r for r in rs.cells(res.run_id) if r.settings["placement"].get("tpcc.item") == "fast"]
+    assert rec.status == "ok" and rec.check_ok and rec.server_version.startswith("9.7."), rec.failure
+    (table_dir,) = rec.tiers["innodb_directories"]
+    assert table_dir.startswith(os.path.realpath(check_tier) + "/")
+    assert f"innodb_directories={table_dir}" in rec.option_file and table_dir in rec.variables["innodb_directories"]
+    at_end = rec.tiers["tables_at_end"]["tpcc.item"]
+    assert at_end["under"] and at_end["path"] == os.path.join(table_dir, "innotier_tpcc_item.ibd"), at_end
+    assert at_end["bytes"] > 0
+    assert {r.name: r.placed_where for r in res.rows}["advisor"] == "checked"
+
+
+def test_a_sweep_placement_names_tpcc_tables_only_and_places_them_on_both_flavors():
     from tuner.core.server import Version
     from tuner.sweep.plan import expand, validate_cell
     from tuner.sweep.spec import parse_spec
@@ -228,8 +275,7 @@ def test_a_sweep_placement_names_tpcc_tables_only_and_places_them_on_mariadb_onl
     assert cell.placement == {"datadir": "disk", "redo": "fast", "tpcc.stock": "fast"}
     assert cell.tiers_used == ["disk", "fast"]
     validate_cell(cell, Flavor.MARIADB, Version(10, 11, 19))
-    with pytest.raises(SweepError, match="MariaDB only"):
-        validate_cell(cell, Flavor.MYSQL, Version(9, 7, 4))
+    validate_cell(cell, Flavor.MYSQL, Version(9, 7, 4))  # a general tablespace in the cell's innodb_directories
     for bad in ("tpcc.nosuch", "other.stock"):
         with pytest.raises(SweepError, match="unknown; valid: .*tpcc.<table>") as err:
             parse_spec({**doc, "axes": {"placement": [{bad: "fast"}]}})

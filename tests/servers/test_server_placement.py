@@ -1,6 +1,7 @@
 """Placement on real MySQL 9.7 and MariaDB 11.8 sandboxes (TPC-C W=1): a short built-in TPC-C window measured
 from performance_schema through the CLI, priced on a real tmpfs and advised under a budget; and the refusals
-of a server that cannot say where its I/O goes, each one line naming the fix, nothing stored.
+of a server that cannot say where its I/O goes, each one line naming the fix, nothing stored; and a sweep
+cell's tables placed on MySQL 9.7 (general tablespaces in a directory listed in innodb_directories).
 
 What differs by flavor and is asserted here: MySQL 9.7 times its redo (``#innodb_redo/#ib_redoN``) in
 performance_schema and keeps doublewrite in ``#ib_16384_N.dblwr``; MariaDB 11.8 does not instrument its
@@ -12,13 +13,17 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
-from tuner.core.errors import ServerError
+from datadir_mover.tablemove.register import OPTION_FILE
+from tuner.core.errors import ServerError, SweepError
+from tuner.core.server import Flavor
 from tuner.placement import measure, tiercost
 from tuner.placement.model import FileIo, IoProfile
 from tuner.placement.store import PlacementStore
+from tuner.sweep import table_placement
 from tuner.tpcc.loader import load
 
 SERVERS = ("mysql-9.7", "mariadb-11.8")
@@ -231,3 +236,62 @@ def test_mariadb_11_8_without_performance_schema_names_the_restart(server_sandbo
     finally:
         off.unlink(missing_ok=True)
         on.unlink(missing_ok=True)
+
+
+def _rows(conn, statement: str) -> list[tuple]:
+    cur = conn.cursor()
+    cur.execute(statement)
+    rows = cur.fetchall() if cur.with_rows else []
+    cur.close()
+    return rows
+
+
+@pytest.mark.root
+def test_mysql_cell_tables_go_to_general_tablespaces_in_its_directory(server_sandbox, mv_tiers):
+    """Sweep table placement on MySQL 9.7, tiny tables: ``prepare_directories`` lists the cell's directory in
+    innodb_directories in the sandbox's option files before the start (a cell's sandbox is new, so the runner
+    needs no extra restart; this module's sandbox runs already, so here it is restarted once); each table is
+    rebuilt into a general tablespace of its own there, its rows unchanged and its file read back from the
+    server.  Faults: a directory the server was not started with is refused in one line, the table left where it
+    was; a table taken back into the datadir behind the cell's back fails ``verify``."""
+    sb = server_sandbox("mysql-9.7")
+    cell, unknown = Path(mv_tiers["tmpfs"]) / "placesrv-cell" / "tables", Path(mv_tiers["tmpfs"]) / "placesrv-unknown"
+    keys = ("placetab.t", "placetab.u")
+    assert table_placement.prepare_directories(sb, {k: cell for k in keys}) == [str(cell)]
+    assert cell.is_dir() and f"innodb_directories={cell}" in (sb.conf_d / OPTION_FILE).read_text()
+    sb.stop("clean")
+    sb.start()
+    spec = sb.connection_spec()
+    _sql(spec, "DROP DATABASE IF EXISTS placetab", "CREATE DATABASE placetab",
+         "CREATE TABLE placetab.t (id INT PRIMARY KEY, v VARCHAR(40), KEY (v))", "CREATE TABLE placetab.u LIKE placetab.t",
+         "INSERT INTO placetab.t VALUES " + ", ".join(f"({n}, 'row {n}')" for n in range(1, 2001)),
+         "INSERT INTO placetab.u SELECT * FROM placetab.t WHERE id <= 300")
+    conn = spec.connect()
+    try:
+        before = _rows(conn, "CHECKSUM TABLE placetab.t, placetab.u")
+        in_datadir = os.path.realpath(os.path.join(sb.datadir, "placetab", "t.ibd"))
+        with pytest.raises(SweepError, match="ERROR 3121") as err:
+            table_placement.place_tables(conn, Flavor.MYSQL, {"placetab.t": unknown})
+        assert "\n" not in str(err.value) and str(unknown) in str(err.value)
+        assert os.path.realpath(table_placement.where_now(conn, Flavor.MYSQL, {"placetab.t": unknown})
+                                ["placetab.t"]["path"]) == in_datadir
+
+        placed = table_placement.place_tables(conn, Flavor.MYSQL, {k: cell for k in keys})
+        for k in keys:
+            path = str(cell / f"innotier_placetab_{k.split('.')[1]}.ibd")
+            assert (placed[k]["dir"], placed[k]["path"]) == (str(cell), path) and placed[k]["bytes"] > 0, placed[k]
+            assert os.path.isfile(path)  # really on the tier
+        assert _rows(conn, "CHECKSUM TABLE placetab.t, placetab.u") == before  # the same rows
+        assert all(v["under"] for v in table_placement.verify(conn, Flavor.MYSQL, {k: cell for k in keys}).values())
+
+        # taken back: the table rebuilt into its own file in the datadir, behind the cell's back
+        _rows(conn, "ALTER TABLE placetab.t TABLESPACE=innodb_file_per_table")
+        with pytest.raises(SweepError, match="elsewhere: placetab.t at ") as err:
+            table_placement.verify(conn, Flavor.MYSQL, {k: str(cell) for k in keys})
+        assert "\n" not in str(err.value) and "placetab/t.ibd" in str(err.value) and "placetab.u" not in str(err.value)
+    finally:
+        _rows(conn, "DROP DATABASE IF EXISTS placetab")
+        for (name,) in _rows(conn, "SELECT NAME FROM information_schema.INNODB_TABLESPACES "
+                                   "WHERE NAME LIKE 'innotier\\_placetab\\_%'"):
+            _rows(conn, f"DROP TABLESPACE `{name}`")  # MySQL has no DROP TABLESPACE IF EXISTS
+        conn.close()

@@ -15,7 +15,8 @@ The cells, one placement axis of the sweep, "none" first (every comparison is ag
 Picks that place the same files are one cell with both names ("advisor = largest tables").
 
 Components are placed by the sweep as it always does (the clone's files moved before the start);
-tables by the started server as transportable tablespaces (tuner/sweep/table_placement.py), MariaDB only.
+tables by the started server (tuner/sweep/table_placement.py): on MariaDB a shadow with DATA DIRECTORY swapped
+in, on MySQL a general tablespace in a directory the cell's option files list in innodb_directories.
 The sweep runs TPC-C on a golden copy, so the advice must come from a TPC-C profile (`placement measure
 --during-tpcc`); its clients, warehouses, buffer pool and page size are the cells' unless given.
 
@@ -42,9 +43,9 @@ from tuner.core.errors import InnotierError, UsageError
 from tuner.core.paths import innotier_home
 from tuner.core.probe import mount_of
 from tuner.core.sandbox import ServerBinaries, binaries_for_server, find_binaries
-from tuner.core.server import Flavor, Version
+from tuner.core.server import Version
 from tuner.core.units import format_size, human_size
-from tuner.placement.model import COMPONENT_KINDS, TABLE_KINDS, Pick, StoredAdvice, TierCost
+from tuner.placement.model import COMPONENT_KINDS, Pick, StoredAdvice, TierCost
 from tuner.placement.store import PlacementStore
 from tuner.placement.tiercost import check_mount
 from tuner.sweep.analysis import Verdict, configs_from, questions
@@ -171,9 +172,6 @@ def build(request: CheckRequest, store: PlacementStore) -> CheckPlan:
     check_mount(target.mountpoint)  # not mounted (any more): one line naming the fix
     bins = _binaries(request.server)
     _same_server(stored, profile.server, bins, request.server)
-    if bins.flavor != Flavor.MARIADB and any(_kind(profile, k) in TABLE_KINDS for k in _all_keys(advice)):
-        raise UsageError(f"the advice places tables, which a sweep cell places on MariaDB only; check it on a "
-                         f"MariaDB server (--server), not {bins.flavor.value} {bins.version}")
     settings = profile.workload.get("settings") or {}
     clients = int(settings.get("clients") or 8)
     cells = tuple(_cells(advice, profile, request.naive))
@@ -201,10 +199,6 @@ def _same_server(stored: StoredAdvice, measured: Mapping[str, Any], bins: Server
         raise UsageError(f"advice {stored.advice_id} was measured on {flavor} {version.series}, but {using} is "
                          f"{bins.flavor.value} {bins.version.series}; give --server with an installed "
                          f"{flavor}-{version.series} (`innotier server list`), or advise from a profile of this server")
-
-
-def _all_keys(advice) -> set[str]:
-    return set(advice.pick.keys) | {k for p in advice.naive for k in p.keys}
 
 
 def _kind(profile, key: str) -> str | None:

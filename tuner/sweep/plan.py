@@ -26,7 +26,7 @@ from tuner.core.errors import InnotierError, SweepError
 from tuner.core.sandbox import ServerBinaries, binaries_for_server, find_binaries
 from tuner.core.server import Flavor, Version, has_doublewrite_files
 from tuner.sweep.spec import (DEFAULT_PLACEMENT, SETTINGS, SweepSpec, TierSpec, config_label, excluded,
-                              normalize_placement, placed_tables)
+                              normalize_placement)
 from tuner.core.units import format_duration, format_size, human_size, parse_page_size, parse_size
 from datadir_mover.tiers.detect import tier_for_path
 from tuner.core.paths import innotier_home
@@ -468,10 +468,6 @@ def validate_cell(c: Cell, flavor: Flavor, version: Version) -> None:
                              f"{{{comp}: TIER}} instead so the sweep moves the files")
     if "innodb_page_size" in opts:
         raise SweepError(f"cell {c.label}: set the page size with page_size:, not options.innodb_page_size")
-    if placed_tables(c.placement) and flavor != Flavor.MARIADB:
-        raise SweepError(f"cell {c.label}: single tables are placed in sweep cells on MariaDB only (MySQL accepts "
-                         "DATA DIRECTORY only in innodb_directories, which cells do not set yet); place components, "
-                         "or run the cell on MariaDB")
     if "doublewrite" in c.placement and not has_doublewrite_files(flavor, version):
         raise SweepError(f"cell {c.label}: placing doublewrite is impossible on {server}: the doublewrite buffer "
                          "lives inside ibdata (separate doublewrite files exist only in MySQL 8.0.20+); place "

@@ -414,11 +414,15 @@ class Runner:
         sb = golden_mod.adopt_sandbox(self.sandbox_name, key, datadir, bins)
         clock.enter(SweepPhase.PLACE)
         placed = place_components(sb, cell.placement, tiers, cell.settings.get("options"))
+        # the directories its tables go in once it runs: MySQL reads innodb_directories only at its start
+        table_dirs = table_placement.prepare_directories(sb, self._table_dirs(cell, tiers))
         clock.enter(SweepPhase.CONFIGURE)
         apply_cell_profile(sb, self.spec, cell)
         rec.option_file = option_files_text(sb)
         rec.tiers = {"placement": cell.placement, "placed": placed,
                      "facts": {t: tiers.facts(t) for t in cell.tiers_used}, "datadir": _tier_facts(sb.datadir)}
+        if table_dirs:
+            rec.tiers["innodb_directories"] = table_dirs
         if bench is not None:
             rec.tiers["bench"] = bench
         return sb

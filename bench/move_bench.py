@@ -50,6 +50,7 @@ sys.path.insert(0, str(REPO))
 from datadir_mover.move import plan as planmod  # noqa: E402
 from datadir_mover.move import proof as proofmod  # noqa: E402
 from datadir_mover.move.executor import Executor, MoveHalted  # noqa: E402
+from datadir_mover.move.step_records import ShutdownRecord, StartRecord  # noqa: E402
 from benchhost import bench_home_with_tmpfs, loadavg  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.core.server import inspect  # noqa: E402
@@ -146,7 +147,7 @@ def move(sandbox: str, component: str, to: str, precopy: bool) -> dict:
     halts: list[str] = []
     while True:
         try:
-            result = (ex.run() if not halts else Executor.open(ex.journal).run())
+            result = (ex.run() if not halts else Executor.open(ex.journal).run()).to_dict()
             break
         except MoveHalted as exc:  # the table sample after the start differed before any client wrote
             halts.append(str(exc))
@@ -161,9 +162,10 @@ def move(sandbox: str, component: str, to: str, precopy: bool) -> dict:
     result["wall_s"] = time.monotonic() - t0
     result["estimate_s"] = plan.estimates["downtime_with_precopy_s" if precopy else "downtime_s"]
     result["plan_estimates"] = plan.estimates
-    result["shutdown"] = ex.journal.data("SHUTDOWN")
-    result["stop_began_mono"] = _mono(ex.journal.data("SHUTDOWN").get("stop_began_at", time.time()))
-    result["started_mono"] = _mono(ex.journal.data("START").get("started_at", time.time()))
+    shutdown = ShutdownRecord.of(ex.journal)
+    result["shutdown"] = shutdown.to_journal()
+    result["stop_began_mono"] = _mono(shutdown.stop_began_at or time.time())
+    result["started_mono"] = _mono(StartRecord.of(ex.journal).started_at or time.time())
     result["executor"] = ex
     return result
 
@@ -196,7 +198,7 @@ def proof_figures(proof: proofmod.Proof, started: float, precopy: bool) -> dict:
 
 def finalize(r: dict) -> dict:
     wait_for_proof(r["executor"].journal)
-    return r.pop("executor").finalize(accept_volatile=True)  # the bench's tiers are tmpfs/zram, no persistence
+    return r.pop("executor").finalize(accept_volatile=True).to_journal()  # the bench's tiers are tmpfs/zram
 
 
 def measured_move(load: DriverLoad, sandbox: str, component: str, to: str, precopy: bool, settle: float) -> dict:
@@ -208,7 +210,7 @@ def measured_move(load: DriverLoad, sandbox: str, component: str, to: str, preco
     m1 = time.monotonic()
     journal = r["executor"].journal
     proof = wait_for_proof(journal)
-    started_wall = journal.data("START").get("started_at", 0.0)
+    started_wall = StartRecord.of(journal).started_at
     r["proof"] = proof_figures(proof, started_wall, precopy)
     start, stop = r["started_mono"], r["stop_began_mono"]
     # an offline move has no proof to run after its start: the same windows, as long as a proof of its files at

@@ -15,7 +15,9 @@ from datadir_mover.move.plan import MoveRequest
 from datadir_mover.move import control
 from datadir_mover.move import plan as planmod
 from tuner.core.durable import write_json_atomic
-from datadir_mover.move.executor import MAX_WRITE_BLOCK_S, Executor, status_of  # also registers the sandbox-destroy closer
+# the executor's import also registers the sandbox-destroy closer
+from datadir_mover.move.executor import MAX_WRITE_BLOCK_S, Executor, MoveSummary, status_of
+from datadir_mover.move.step_records import VerifyServerRecord
 from datadir_mover.move.journal import all_journals, find
 from datadir_mover.journaled_args import RESUME_ID_HELP, STATUS_ID_HELP, add_journal_args, add_yes, confirm, echo
 from datadir_mover.move import proof as proofmod
@@ -178,60 +180,55 @@ def cmd_apply(args) -> int:
     return 0
 
 
-def _print_result(result: dict, as_json: bool) -> None:
+def _print_result(summary: MoveSummary, as_json: bool) -> None:
     if as_json:
-        print_json(result)
+        print_json(summary.to_dict())
         return
-    print(f"move {result['move_id']}: {result['state']}")
-    if "downtime_s" in result:
-        print(f"  server unavailable {result['downtime_s']:.1f} s (stop to accepting connections); "
-              f"verified {result.get('until_verified_s', 0):.1f} s after the stop began")
-    bd = {k: v for k, v in (result.get("downtime_breakdown") or {}).items() if k != "preflush_before_stop_s"}
+    print(f"move {summary.move_id}: {summary.state}")
+    times = summary.timings
+    if times.downtime_s is not None:
+        print(f"  server unavailable {times.downtime_s:.1f} s (stop to accepting connections); "
+              f"verified {times.until_verified_s or 0:.1f} s after the stop began")
+    bd = {k: v for k, v in (times.downtime_breakdown or {}).items() if k != "preflush_before_stop_s"}
     if bd:
         print("  of which " + ", ".join(f"{k[:-2].replace('_', ' ')} {v:.1f} s" for k, v in bd.items()))
-    passes = (result.get("precopy") or {}).get("passes") or []
+    passes = summary.precopy.passes
     if passes:
         print(f"  pre-copy: {len(passes)} passes (" + ", ".join(
-            f"{p['seconds']:.1f} s" for p in passes) + f"); expected downtime from the last pass "
-            f"{result['precopy'].get('expected_downtime_s', 0):.1f} s")
-    if "writes_blocked_s" in result:
-        print(f"  writes blocked {result['writes_blocked_s']:.1f} s in all")
-    _print_check(result)
+            f"{p.seconds:.1f} s" for p in passes) + f"); expected downtime from the last pass "
+            f"{summary.precopy.expected_downtime_s:.1f} s")
+    if times.writes_blocked_s is not None:
+        print(f"  writes blocked {times.writes_blocked_s:.1f} s in all")
+    _print_check(summary.verify_server)
 
 
-def proof_words(result: dict) -> str:
-    """What proves the files equal to the stopped source, in words; "byte-identical" only where that was proven."""
-    vs = result.get("verify_server") or {}
-    proof = vs.get("file_proof")
-    whole = result.get("proof")  # the whole-file proof: a dict (status) or its text, when the summary carries it
-    passed = (whole.get("status") or whole.get("state")) == "passed" if isinstance(whole, dict) \
-        else str(whole or "").startswith("passed")
-    if proof == "read back" or passed:
+def proof_words(file_proof: str, whole_proof: str | None = None) -> str:
+    """What proves the files equal to the stopped source, in words; "byte-identical" only where that was proven.
+    ``file_proof``: the post-start check's (``benign.FileProof``); ``whole_proof``: the whole-file proof's status."""
+    if file_proof == "read back" or whole_proof == "passed":
         return "the copied files are byte-identical"
-    if proof == "source":
+    if file_proof == "source":
         return "the server runs on its own files"
-    if proof == "pending":
+    if file_proof == "pending":
         return "file proof pending (innotier move status)"
     return "no file-level proof"
 
 
-def _print_check(result: dict) -> None:
-    vs = result.get("verify_server") or {}
-    if not vs:
+def _print_check(vs: VerifyServerRecord) -> None:
+    if not vs.mode:  # VERIFY_SERVER not done
         return
-    at_stop = vs.get("changed_at_stop") or []
-    changed = vs.get("changed_since_start") or []
-    stop_note = (f", {len(at_stop)} changed by the {vs.get('commits_waiting_at_stop')} commits that waited on the "
+    at_stop, changed = vs.changed_at_stop, vs.changed_since_start
+    stop_note = (f", {len(at_stop)} changed by the {vs.commits_waiting_at_stop} commits that waited on the "
                  "block and completed during the shutdown" if at_stop else "")
     start_note = f", {len(changed)} changed by the rows clients wrote since the start" if changed else ""
-    if vs.get("mode") == "tables":
-        tp = ", ".join(f"{k}: {v}" for k, v in vs.get("tpcc", {}).items()) or "no tpcc schema"
-        print(f"  {vs.get('tables')} InnoDB tables checksummed, {vs.get('tables', 0) - len(at_stop)} equal"
+    if vs.mode == "tables":
+        tp = ", ".join(f"{k}: {v}" for k, v in vs.schema_checks.get("tpcc", {}).items()) or "no tpcc schema"
+        print(f"  {vs.tables} InnoDB tables checksummed, {vs.tables - len(at_stop)} equal"
               f"{stop_note}; TPC-C checks: {tp}")
-    elif vs.get("mode") == "sample":
-        print(f"  {vs.get('tables')} InnoDB tables sampled, {vs.get('tables', 0) - len(changed) - len(at_stop)} equal"
+    elif vs.mode == "sample":
+        print(f"  {vs.tables} InnoDB tables sampled, {vs.tables - len(changed) - len(at_stop)} equal"
               f"{start_note}{stop_note}")
-    print(f"  files: {proof_words(result)}")
+    print(f"  files: {proof_words(vs.file_proof)}")
 
 
 def cmd_status(args) -> int:
@@ -268,10 +265,10 @@ def cmd_rollback(args) -> int:
         confirm(f"Roll back move {ex.plan.move_id} ({ex.plan.component} to {ex.plan.target_dir})?", args.yes)
     result = ex.rollback(discard_writes_since_start=args.discard_writes_since_start)
     if args.json:
-        print_json(result)
+        print_json(result.to_journal())
     else:
         print(f"move {ex.plan.move_id}: rolled back; {ex.plan.component} is at {ex.plan.source_dir} "
-              f"({result['removed']} copied entries removed)")
+              f"({result.removed} copied entries removed)")
     return 0
 
 
@@ -281,10 +278,10 @@ def cmd_finalize(args) -> int:
     confirm(f"Remove the source of move {ex.plan.move_id} ({ex.plan.source_dir})?", args.yes)
     result = ex.finalize(accept_volatile=args.i_accept_volatile, persist_backing=args.persist_backing)
     if args.json:
-        print_json(result)
+        print_json(result.to_journal())
     else:
-        kept = f"; kept (changed since the copy): {', '.join(result['kept'])}" if result["kept"] else ""
-        print(f"move {ex.plan.move_id}: finalized, {result['removed']} source entries removed{kept}")
+        kept = f"; kept (changed since the copy): {', '.join(result.kept)}" if result.kept else ""
+        print(f"move {ex.plan.move_id}: finalized, {result.removed} source entries removed{kept}")
     return 0
 
 

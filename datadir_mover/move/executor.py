@@ -2,8 +2,10 @@
 
 Every state's work is idempotent (see ``journal.py`` for the contract), so ``resume``
 simply runs the first state that is not ``done``.  Each state's handler is named in
-``HANDLERS`` (beside ``journal.STATES``): a function ``(ctx, lock, cache) -> dict`` (``stepbase``:
-the frozen ``MoveContext``, the commit block this mover may hold, the in-memory ``PassCache``)
+``HANDLERS`` (beside ``journal.STATES``): a function ``(ctx, lock, cache) -> record`` (``stepbase``:
+the frozen ``MoveContext``, the commit block this mover may hold, the in-memory ``PassCache``; the
+record is the step's frozen ``step_records`` dataclass, which the executor journals as the state's
+``done`` line)
 in the module of its kind of work: ``precopy_steps`` (online passes, the pre-flush between
 them), ``shutdown_step`` (SHUTDOWN: flush, block, sample, the last pass under the block, stop),
 ``offline_steps`` (COPY, VERIFY, SWITCH), ``server_steps`` (START, VERIFY_SERVER),
@@ -25,6 +27,7 @@ After START a detached process proves the move (``proof.py``); finalize waits fo
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from tuner.core.errors import InnotierError, MoveError
@@ -41,6 +44,8 @@ from datadir_mover.move.rollback_steps import step_plan
 from datadir_mover.move.server_lock import ServerLock
 from datadir_mover.move.server_steps import step_start, step_verify_server
 from datadir_mover.move.shutdown_step import step_shutdown
+from datadir_mover.move.step_records import (CloseRecord, CommitRecord, CopyRecord, FinalizeRecord, PrecopyRecord,
+                                             RollbackRecord, StepRecord, VerifyServerRecord)
 from datadir_mover.move.stepbase import (Echo, MoveContext, MoveHalted, PassCache, ProgressFactory, no_progress,
                                          quiet)
 from datadir_mover.move.timings import timings
@@ -95,7 +100,7 @@ class Executor:
     def open(cls, journal: Journal, echo: Echo = quiet, progress: ProgressFactory = no_progress) -> "Executor":
         return cls(Plan.from_dict(journal.plan()), journal, echo, progress)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> "MoveSummary":
         """Run (or resume) the move until COMMIT; return the summary."""
         if self.journal.phase != "open":
             raise MoveError(f"move {self.plan.move_id} is {self.journal.phase.replace('_', ' ')}; nothing to resume")
@@ -111,7 +116,7 @@ class Executor:
             while (state := self.journal.next_state()) is not None:
                 if state == State.PRECOPY and not self.plan.precopy:
                     self.journal.begin(state, skipped=True)
-                    self.journal.finish(state, skipped=True)
+                    self.journal.finish(state, **PrecopyRecord(skipped=True).to_journal())
                     continue
                 self._run_state(state)
             return self.summary()
@@ -126,7 +131,7 @@ class Executor:
         self.on_state(state)
         self.journal.begin(state)
         try:
-            data = handler(self.ctx, self.read_lock, self.cache) or {}
+            record = handler(self.ctx, self.read_lock, self.cache)
         except MoveHalted:
             self.read_lock.release()
             raise
@@ -135,7 +140,7 @@ class Executor:
             if since_start.accepted_on_target(self.journal):
                 raise self._halt_after_start(state, exc) from None
             self._roll_back_after(state, exc)
-        self.journal.finish(state, **data)
+        self.journal.finish(state, **record.to_journal())
         if state == State.START and self.background_proof and proofmod.pending(self.journal):
             proofmod.start_background(self.journal)
 
@@ -164,34 +169,57 @@ class Executor:
         return proofmod.run(self.journal, rate=rate, wait=True)
 
     def rollback(self, reason: str = "asked by the operator",
-                 discard_writes_since_start: bool = False) -> dict[str, Any]:
+                 discard_writes_since_start: bool = False) -> RollbackRecord:
         return rollback_steps.rollback(self.ctx, self.read_lock, self.server_lock, reason, discard_writes_since_start)
 
     def refuse_if_closed(self, discard_writes_since_start: bool = False) -> None:
         rollback_steps.refuse_if_closed(self.ctx, discard_writes_since_start)
 
-    def close(self, reason: str) -> dict[str, Any]:
+    def close(self, reason: str) -> CloseRecord:
         return rollback_steps.close(self.ctx, reason)
 
-    def finalize(self, accept_volatile: bool = False, persist_backing: str | None = None) -> dict[str, Any]:
+    def finalize(self, accept_volatile: bool = False, persist_backing: str | None = None) -> FinalizeRecord:
         return finalize_step.finalize(self.ctx, accept_volatile, persist_backing)
 
     def timings(self) -> dict[str, Any]:
         return timings(self.journal, self.plan.verify)
 
-    def summary(self) -> dict[str, Any]:
-        return {"move_id": self.plan.move_id, "component": self.plan.component, "from": self.plan.source_dir,
-                "to": self.plan.target_dir, "phase": self.journal.phase, "state": self.journal.describe(),
-                "copy": self.journal.data(State.COPY), "precopy": self.journal.data(State.PRECOPY),
-                "verify_server": self.journal.data(State.VERIFY_SERVER), **self.timings()}
+    def summary(self) -> "MoveSummary":
+        return MoveSummary(self.plan.move_id, self.plan.component, self.plan.source_dir, self.plan.target_dir,
+                           self.journal.phase, self.journal.describe(), PrecopyRecord.of(self.journal),
+                           CopyRecord.of(self.journal), VerifyServerRecord.of(self.journal),
+                           CommitRecord(**self.timings()))
 
 
-def step_commit(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MoveSummary:
+    """What ``Executor.run`` returns: the move, where its journal stands, what its steps did, its timings."""
+
+    move_id: str
+    component: str
+    source_dir: str
+    target_dir: str
+    phase: str
+    state: str  # the journal in words (``Journal.describe``)
+    precopy: PrecopyRecord
+    copy: CopyRecord
+    verify_server: VerifyServerRecord
+    timings: CommitRecord  # the timings known so far (``timings.timings``)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as `move apply --json` prints it."""
+        return {"move_id": self.move_id, "component": self.component, "from": self.source_dir,
+                "to": self.target_dir, "phase": self.phase, "state": self.state, "copy": self.copy.to_journal(),
+                "precopy": self.precopy.to_journal(), "verify_server": self.verify_server.to_journal(),
+                **self.timings.to_journal()}
+
+
+def step_commit(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> CommitRecord:
     """COMMIT: the move is done; its record keeps the timings."""
-    return timings(ctx.journal, ctx.plan.verify)
+    return CommitRecord(**timings(ctx.journal, ctx.plan.verify))
 
 
-Handler = Callable[[MoveContext, ReadLock, PassCache], "dict[str, Any] | None"]
+Handler = Callable[[MoveContext, ReadLock, PassCache], StepRecord]
 # every state's handler, beside STATES (tests/move/test_executor_table.py checks that none is missing)
 HANDLERS: dict[str, Handler] = {
     State.PLAN: step_plan,
@@ -216,10 +244,10 @@ def close_moves_of_sandbox(name: str) -> list[str]:
         if control.get("kind") != "sandbox" or control.get("name") != name or journal.phase in ("rolled_back",
                                                                                                  "closed"):
             continue
-        result = Executor.open(journal).close(f"sandbox {name} destroyed")
-        n = result["removed"]
-        out.append(f"closed move {result['move_id']} ({result['component']}): removed {n} "
-                   f"entr{'y' if n == 1 else 'ies'} the sandbox owned from {result['target_dir']}")
+        ex = Executor.open(journal)
+        n = ex.close(f"sandbox {name} destroyed").removed
+        out.append(f"closed move {ex.plan.move_id} ({ex.plan.component}): removed {n} "
+                   f"entr{'y' if n == 1 else 'ies'} the sandbox owned from {ex.plan.target_dir}")
     return out
 
 
@@ -240,4 +268,4 @@ def status_of(journal: Journal) -> dict[str, Any]:
             **ex_timings}
 
 
-__all__ = ["Executor", "HANDLERS", "MoveHalted", "STATES", "status_of"]
+__all__ = ["Executor", "HANDLERS", "MoveHalted", "MoveSummary", "STATES", "status_of"]

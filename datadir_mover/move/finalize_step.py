@@ -6,7 +6,6 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
 
 from tuner.core.durable import fsync_dir
 from tuner.core.sandbox import SandboxState
@@ -18,12 +17,13 @@ from datadir_mover.move import proof as proofmod
 from datadir_mover.move.copy import Manifest, Tree
 from datadir_mover.move.journal import State, crash_point
 from datadir_mover.move.plan import Plan
+from datadir_mover.move.step_records import FinalizeRecord
 from datadir_mover.move.stepbase import MoveContext
 
 SESSION_TEMP = re.compile(r"^temp_\d+\.ibt$")  # MySQL's session temporary tablespaces in #innodb_temp/
 
 
-def finalize(ctx: MoveContext, accept_volatile: bool = False, persist_backing: str | None = None) -> dict[str, Any]:
+def finalize(ctx: MoveContext, accept_volatile: bool = False, persist_backing: str | None = None) -> FinalizeRecord:
     """Remove the source, once the proof passed and the target does not depend on memory alone."""
     last = ctx.journal.last()
     if ctx.journal.phase == "finalized":
@@ -42,9 +42,9 @@ def finalize(ctx: MoveContext, accept_volatile: bool = False, persist_backing: s
             ctx.journal.begin(State.FINALIZE)
         manifest = Manifest.from_dict(ctx.journal.load_json(side_files.COPY_MANIFEST))
         removed, kept = _remove_source(ctx.plan, manifest)
-        data = {"removed": removed, "kept": kept}
-        ctx.journal.finish(State.FINALIZE, **data)
-        return data
+        record = FinalizeRecord(removed=removed, kept=tuple(kept))
+        ctx.journal.finish(State.FINALIZE, **record.to_journal())
+        return record
     finally:
         ctx.journal.unlock()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import stat
 import time
 from pathlib import Path
-from typing import Any
 
 from tuner.core.durable import fsync_dir, write_atomic
 from tuner.core.errors import MoveError
@@ -17,15 +16,16 @@ from datadir_mover.move.copy import Manifest, copy_tree, recheck_sources, verify
 from datadir_mover.move.journal import State, crash_point
 from datadir_mover.move.precopy_steps import saved_pass
 from datadir_mover.move.read_lock import ReadLock
+from datadir_mover.move.step_records import CopyRecord, SwitchRecord, VerifyRecord
 from datadir_mover.move.stepbase import MoveContext, MoveHalted, PassCache, after_first, require_stopped
 
 
-def step_copy(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, Any]:
+def step_copy(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> CopyRecord:
     require_stopped(ctx, State.COPY)
     trees.ensure_target(ctx.plan)
     if not components.get(ctx.plan.component).copies_files:
         ctx.journal.save_json(side_files.COPY_MANIFEST, Manifest(ctx.plan.source_dir, ctx.plan.target_dir).to_dict())
-        return {"files": 0, "bytes": 0}
+        return CopyRecord(files=0, bytes=0)
     prev = None
     if ctx.plan.precopy:  # the last pass's block digests: in memory, or as journaled after a restart
         prev = cache.precopy or saved_pass(ctx.journal)
@@ -45,13 +45,12 @@ def step_copy(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, A
                              owned=trees.moved_in_target(ctx.plan))
     ctx.journal.save_json(side_files.COPY_MANIFEST, manifest.to_dict())
     cache.copied = manifest
-    return {"files": st.files_copied, "bytes": st.bytes_copied, "files_delta": st.files_delta,
-            "bytes_read": read[0] - st.bytes_skipped,
-            "files_unchanged_since_precopy": st.files_skipped,
-            "bytes_unchanged_since_precopy": st.bytes_skipped, "seconds": round(st.seconds, 3)}
+    return CopyRecord(files=st.files_copied, bytes=st.bytes_copied, files_delta=st.files_delta,
+                      bytes_read=read[0] - st.bytes_skipped, files_unchanged_since_precopy=st.files_skipped,
+                      bytes_unchanged_since_precopy=st.bytes_skipped, seconds=round(st.seconds, 3))
 
 
-def step_verify(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, Any]:
+def step_verify(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> VerifyRecord:
     require_stopped(ctx, State.VERIFY)
     manifest = Manifest.from_dict(ctx.journal.load_json(side_files.COPY_MANIFEST))
     changed = recheck_sources(manifest)
@@ -66,11 +65,11 @@ def step_verify(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str,
     proof = proofmod.record_at_switch(ctx.journal, ctx.plan, manifest)
     source_fingerprint.record(ctx.journal, ctx.plan)
     cache.verified_here = True  # until START, this process can vouch for what it read back
-    return {"files": sum(1 for r in manifest.records.values() if r.kind == "file"),
-            "seconds": round(time.monotonic() - t0, 3), "proof": proof.status}
+    return VerifyRecord(files=sum(1 for r in manifest.records.values() if r.kind == "file"),
+                        seconds=round(time.monotonic() - t0, 3), proof=proof.status)
 
 
-def step_switch(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, Any]:
+def step_switch(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> SwitchRecord:
     require_stopped(ctx, State.SWITCH)
     good_copy.for_resume(ctx.journal, ctx.plan, ctx.echo)
     if components.get(ctx.plan.component).copies_files and not Path(ctx.plan.target_dir).is_dir():
@@ -92,4 +91,4 @@ def step_switch(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str,
         sb.write_cnf()
     apparmor.apply(ctx.plan.apparmor_change())
     unit_sandbox.apply(ctx.plan.unit_change())
-    return {"placement_file": ctx.plan.placement_file, "unit_dropin": ctx.plan.unit_change().dropin_path}
+    return SwitchRecord(placement_file=ctx.plan.placement_file, unit_dropin=ctx.plan.unit_change().dropin_path)

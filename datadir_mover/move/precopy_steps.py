@@ -17,6 +17,7 @@ from datadir_mover.move.copy import Manifest, copy_tree
 from datadir_mover.move.journal import Journal, State, crash_point
 from datadir_mover.move.plan import TYPICAL_START_S, Plan
 from datadir_mover.move.read_lock import ReadLock
+from datadir_mover.move.step_records import PassRecord, PrecopyRecord
 from datadir_mover.move.stepbase import MoveContext, PassCache, after_first
 
 PRECOPY_MAX_PASSES = 5
@@ -24,18 +25,18 @@ PRECOPY_ENOUGH_S = 1.0  # a pass this short leaves little for the offline delta:
 PRECOPY_SHRINK = 0.8  # a pass must take at most this share of the one before, or iterating gains nothing
 
 
-def _converged(passes: list[dict[str, Any]]) -> bool:
+def _converged(passes: list[PassRecord]) -> bool:
     """Passes of one regime (before or after the pre-flush) gain nothing more: the last was short, or not shorter
     than ``PRECOPY_SHRINK`` of the one before it, or there were ``PRECOPY_MAX_PASSES``.  The first pass of a regime
     always runs (before the pre-flush it copies everything; after it, what the flush wrote)."""
     if not passes:
         return False
-    if len(passes) >= PRECOPY_MAX_PASSES or passes[-1]["seconds"] < PRECOPY_ENOUGH_S:
+    if len(passes) >= PRECOPY_MAX_PASSES or passes[-1].seconds < PRECOPY_ENOUGH_S:
         return True
-    return len(passes) >= 2 and passes[-1]["seconds"] > PRECOPY_SHRINK * passes[-2]["seconds"]
+    return len(passes) >= 2 and passes[-1].seconds > PRECOPY_SHRINK * passes[-2].seconds
 
 
-def step_precopy(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, Any]:
+def step_precopy(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> PrecopyRecord:
     """Online passes until the delta stops shrinking, then a pre-flush and passes again until the delta
     stops shrinking: the first pass copies everything, each next one what changed.
 
@@ -51,7 +52,7 @@ def step_precopy(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str
     the offline delta has much left.
     """
     trees.ensure_target(ctx.plan)
-    passes: list[dict[str, Any]] = []
+    passes: list[PassRecord] = []
     manifest: Manifest | None = None
     page_size = int(ctx.plan.server["page_size"])
     flushed: dict[str, Any] = {}
@@ -75,16 +76,16 @@ def step_precopy(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str
     rate = ctx.plan.estimates.get("copy_rate_bytes_per_s") or 100e6
     # the offline delta rewrites about what the last online pass rewrote (the blocks written during one
     # pass), at the copy rate, plus the changed files' page headers and the redo written since the pass
-    expected_copy = final["bytes_written"] / rate + ctx.plan.estimates.get("copy_delta_s", 0.0)
+    expected_copy = final.bytes_written / rate + ctx.plan.estimates.get("copy_delta_s", 0.0)
     expected = (ctx.plan.estimates.get("shutdown_s", 1.0) + expected_copy
                 + ctx.plan.estimates.get("start_s", TYPICAL_START_S))
     ctx.echo(f"pre-copy done in {len(passes)} passes; expected downtime {expected:.1f} s")
-    return {"passes": passes, "files": passes[0]["files_changed"], "bytes": passes[0]["bytes_written"],
-            "seconds": round(sum(p["seconds"] for p in passes), 3), "preflush": flushed.get("preflush"),
-            "expected_copy_s": round(expected_copy, 1), "expected_downtime_s": round(expected, 1)}
+    return PrecopyRecord(passes=tuple(passes), files=passes[0].files_changed, bytes=passes[0].bytes_written,
+                         seconds=round(sum(p.seconds for p in passes), 3), preflush=flushed.get("preflush"),
+                         expected_copy_s=round(expected_copy, 1), expected_downtime_s=round(expected, 1))
 
 
-def run_pass(ctx: MoveContext, n: int, manifest: Manifest | None, page_size: int) -> tuple[Manifest, dict[str, Any]]:
+def run_pass(ctx: MoveContext, n: int, manifest: Manifest | None, page_size: int) -> tuple[Manifest, PassRecord]:
     entries = trees.source_entries(ctx.plan)
     total = sum(st.st_size for _, st in entries if stat.S_ISREG(st.st_mode))
     what = "pre-copy (server running)" if n == 1 else f"pre-copy pass {n}: changed blocks"
@@ -97,9 +98,9 @@ def run_pass(ctx: MoveContext, n: int, manifest: Manifest | None, page_size: int
                              owned=trees.moved_in_target(ctx.plan))
     ctx.echo(f"pre-copy pass {n}: {st.files_copied} files changed, {human_size(st.bytes_copied)} written "
              f"in {st.seconds:.1f} s")
-    return manifest, {"pass": n, "began_at": began, "seconds": round(st.seconds, 3),
-                      "files_changed": st.files_copied, "files_delta": st.files_delta,
-                      "bytes_written": st.bytes_copied, "files_unchanged": st.files_skipped}
+    return manifest, PassRecord(number=n, began_at=began, seconds=round(st.seconds, 3),
+                                files_changed=st.files_copied, files_delta=st.files_delta,
+                                bytes_written=st.bytes_copied, files_unchanged=st.files_skipped)
 
 
 def save_pass(journal: Journal, manifest: Manifest) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 from tuner.core.durable import fsync_dir, write_atomic
 from tuner.core.sandbox import SandboxState
@@ -20,10 +19,11 @@ from datadir_mover.move.plan import Plan
 from datadir_mover.move.read_lock import ReadLock
 from datadir_mover.move.server_check.benign import Evidence
 from datadir_mover.move.server_lock import ServerLock
+from datadir_mover.move.step_records import CloseRecord, PlanRecord, RollbackRecord, ShutdownRecord, VerifyServerRecord
 from datadir_mover.move.stepbase import MoveContext, PassCache, model_stub
 
 
-def step_plan(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, Any]:
+def step_plan(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> PlanRecord:
     """Save what SWITCH will overwrite, so rollback can put it back byte for byte."""
     before = {"placement": ctx.plan.placement_before,
               "records": {p: (Path(p).read_text() if Path(p).exists() else None) for p in ctx.plan.record_files}}
@@ -31,7 +31,7 @@ def step_plan(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, A
     if aa.local_path and Path(aa.local_path).exists():
         before["apparmor_local"] = Path(aa.local_path).read_text()
     ctx.journal.save_json(side_files.BEFORE, before)
-    return {}
+    return PlanRecord()
 
 
 def refuse_if_closed(ctx: MoveContext, discard_writes_since_start: bool = False) -> None:
@@ -53,7 +53,7 @@ def refuse_if_closed(ctx: MoveContext, discard_writes_since_start: bool = False)
 
 
 def rollback(ctx: MoveContext, lock: ReadLock, server_lock: ServerLock, reason: str = "asked by the operator",
-             discard_writes_since_start: bool = False) -> dict[str, Any]:
+             discard_writes_since_start: bool = False) -> RollbackRecord:
     refuse_if_closed(ctx, discard_writes_since_start)
     may_have_written = since_start.accepted_on_target(ctx.journal) or (
         ctx.journal.began(State.START) and ctx.control.state() == SandboxState.RUNNING)  # started, then killed
@@ -73,7 +73,7 @@ def rollback(ctx: MoveContext, lock: ReadLock, server_lock: ServerLock, reason: 
         server_lock.release()
 
 
-def roll_back(ctx: MoveContext, lock: ReadLock, reason: str) -> dict[str, Any]:
+def roll_back(ctx: MoveContext, lock: ReadLock, reason: str) -> RollbackRecord:
     if not ctx.journal.began(State.ROLLBACK):  # an interrupted rollback already removed what it removes
         good_copy.for_rollback(ctx.journal, ctx.plan)
     ctx.journal.begin(State.ROLLBACK, reason=reason)
@@ -98,7 +98,7 @@ def roll_back(ctx: MoveContext, lock: ReadLock, reason: str) -> dict[str, Any]:
         ctx.echo(f"starting {ctx.control.describe()} on {ctx.plan.source_dir}")
         ctx.control.start()
         started = True
-    check: dict[str, Any] = {}
+    check: VerifyServerRecord | None = None
     if ctx.control.state() == SandboxState.RUNNING:
         server_waits.wait_accepting(ctx)
         if not started:  # it kept running since SHUTDOWN's pre-flush: give it its own flush settings back
@@ -109,14 +109,15 @@ def roll_back(ctx: MoveContext, lock: ReadLock, reason: str) -> dict[str, Any]:
         try:
             result = server_check.check_server(ctx.plan.connection_spec(), ctx.plan.component, ctx.plan.source_dir,
                                                before, ctx.plan.verify,
-                                               Evidence.of_move(ctx.journal.data(State.SHUTDOWN), False,
-                                                                on_source=True))
+                                               Evidence.of_move(ShutdownRecord.of(ctx.journal).commits_at_stop(),
+                                                                False, on_source=True))
         finally:
             lock.release()
         server_check.require_ok(result, ctx.plan.component, ctx.plan.source_dir)
-        check = result.to_dict()
-    ctx.journal.finish(State.ROLLBACK, removed=removed, started=started, check=check)
-    return {"removed": removed, "started": started, "check": check}
+        check = VerifyServerRecord.of_check(result)
+    record = RollbackRecord(removed=removed, started=started, check=check)
+    ctx.journal.finish(State.ROLLBACK, **record.to_journal())
+    return record
 
 
 def _restore_before(ctx: MoveContext) -> None:
@@ -158,14 +159,13 @@ def remove_target(plan: Plan) -> int:
     return n
 
 
-def close(ctx: MoveContext, reason: str) -> dict[str, Any]:
+def close(ctx: MoveContext, reason: str) -> CloseRecord:
     """The server is gone for good (its sandbox is being destroyed): remove what the move put in the target."""
     ctx.journal.lock()
     try:
         ctx.journal.begin(State.CLOSE, reason=reason)
-        removed = remove_target(ctx.plan)
-        ctx.journal.finish(State.CLOSE, removed=removed)
+        record = CloseRecord(removed=remove_target(ctx.plan))
+        ctx.journal.finish(State.CLOSE, **record.to_journal())
     finally:
         ctx.journal.unlock()
-    return {"move_id": ctx.plan.move_id, "component": ctx.plan.component, "target_dir": ctx.plan.target_dir,
-            "removed": removed}
+    return record

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from tuner.core.errors import MoveError
 from tuner.core.sandbox import SandboxState
@@ -11,15 +10,15 @@ from tuner.core.sandbox import SandboxState
 from datadir_mover.move import good_copy, server_check, server_waits, side_files, since_start, target_check
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.copy import Manifest
-from datadir_mover.move.journal import State
 from datadir_mover.move.read_lock import ReadLock
 from datadir_mover.move.server_check.benign import Evidence
+from datadir_mover.move.step_records import ShutdownRecord, StartRecord, VerifyServerRecord
 from datadir_mover.move.stepbase import MoveContext, MoveHalted, PassCache
 
 
-def step_start(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, Any]:
+def step_start(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> StartRecord:
     already_running = True
-    checked: dict[str, Any] = {}
+    checked: dict[str, int] = {}
     if ctx.control.state() != SandboxState.RUNNING and not server_waits.wait_for_starting_server(ctx):
         checked = _check_copies_before_start(ctx, cache)
         seconds = ctx.control.start()
@@ -31,17 +30,17 @@ def step_start(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, 
     since_start.record_baseline(ctx.journal, ctx.plan.connection_spec(), exact=not already_running)
     if ctx.plan.verify == "tables":
         lock.take()  # no client write may land before the checksums are compared
-    return {"started_at": started, "start_seconds": round(seconds, 3), **checked}
+    return StartRecord(started_at=started, start_seconds=round(seconds, 3), **checked)
 
 
-def _check_copies_before_start(ctx: MoveContext, cache: PassCache) -> dict[str, Any]:
+def _check_copies_before_start(ctx: MoveContext, cache: PassCache) -> dict[str, int]:
     """Every start: the source not moved on (``good_copy``), the target as VERIFY read it back
     (``target_check``).  Once a start was tried (``side_files.TARGET_STARTED``) the server may have run on the
     target, so its files and the ones it shares with the source's placement (a datadir's redo log) may differ by
     right."""
     tried = ctx.journal.load_json(side_files.TARGET_STARTED) is not None
     good_copy.for_resume(ctx.journal, ctx.plan, ctx.echo, moved_only=tried)
-    checked: dict[str, Any] = {}
+    checked: dict[str, int] = {}
     saved = ctx.journal.load_json(side_files.COPY_MANIFEST)
     if not tried and saved is not None:
         checked = target_check.require_as_verified(ctx.plan, Manifest.from_dict(saved),
@@ -50,7 +49,7 @@ def _check_copies_before_start(ctx: MoveContext, cache: PassCache) -> dict[str, 
     return checked
 
 
-def step_verify_server(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, Any]:
+def step_verify_server(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> VerifyServerRecord:
     """Paths, and by ``--verify``: the table sample (no lock) or checksums and TPC-C checks (read lock from start).
 
     A failure here halts instead of rolling back: the server has been up on the new
@@ -74,11 +73,11 @@ def step_verify_server(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> di
                          "returns to the old files") from None
     finally:
         lock.release()
-    return result.to_dict()
+    return VerifyServerRecord.of_check(result)
 
 
 def _check_on_target(ctx: MoveContext, spec, before) -> "server_check.ServerCheck":
     proof = proofmod.Proof.load(ctx.journal)
-    evidence = Evidence.of_move(ctx.journal.data(State.SHUTDOWN), ctx.plan.precopy,
+    evidence = Evidence.of_move(ShutdownRecord.of(ctx.journal).commits_at_stop(), ctx.plan.precopy,
                                 proof.status if proof is not None else None)
     return server_check.check_server(spec, ctx.plan.component, ctx.plan.target_dir, before, ctx.plan.verify, evidence)

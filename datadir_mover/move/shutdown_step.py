@@ -4,6 +4,7 @@ flush wrote under the block (a pre-copied move), note the commits waiting on the
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from tuner.core.errors import InnotierError
@@ -15,17 +16,17 @@ from datadir_mover.move.precopy_steps import run_pass, save_pass
 from datadir_mover.move.read_lock import LOCK_WAIT_S, ReadLock, blocking_connection
 from datadir_mover.move.server_check import table_sample, waiting_commits
 from datadir_mover.move.server_check.table_checksums import table_checksums
+from datadir_mover.move.step_records import LastPass, PrecopyRecord, ShutdownRecord
 from datadir_mover.move.stepbase import MoveContext, MoveHalted, PassCache, require_stopped
-from datadir_mover.move.stepdata import PrecopyData
 
 PAGE_FILE_COMPONENTS = ("datadir", "ibdata", "undo", "doublewrite")  # components holding pages the cleaner writes
 QUIESCE_FLUSH_S = 10.0  # longest flush with commits blocked before the last online pass (writes wait meanwhile)
 ER_LOCK_WAIT_TIMEOUT = 1205
 
 
-def step_shutdown(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[str, Any]:
+def step_shutdown(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> ShutdownRecord:
     state = ctx.control.state()
-    data: dict[str, Any] = {"stop_began_at": time.time()}  # refined below when this step stops the server
+    record = ShutdownRecord(stop_began_at=time.time())  # refined below when this step stops the server
     if state == SandboxState.CRASHED:
         raise MoveHalted(f"{ctx.control.describe()} crashed or was killed before the move stopped it; start it "
                          "(it recovers), then `innotier move rollback`")
@@ -34,61 +35,67 @@ def step_shutdown(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> dict[st
             raise MoveHalted(f"{ctx.control.describe()} is still running, but this move expects it stopped "
                              f"(--no-shutdown); stop it ({ctx.plan.control['stop_hint']}) and run "
                              f"`innotier move resume --id {ctx.plan.move_id}`")
-        # after the pre-copy's own pre-flush and passes, waiting here would only let the page cleaner write
-        # pages the offline delta then has to copy: lower the settings again for the stop, without waiting
-        saved = flush_settings.flush_saving_settings(
-            ctx.plan, ctx.journal, ctx.control, ctx.echo, data,
-            limit_s=0.0 if PrecopyData.of(ctx.journal).preflush else preflush.LIMIT_S)
-        try:
-            if ctx.plan.verify != "files":
-                data["read_lock_at"] = time.time()
-                _checksum_under_read_lock(ctx, lock, data)
-                _last_pass_under_the_block(ctx, lock, cache, data, saved)
-            crash_point("SHUTDOWN:mid")
-            ctx.echo(f"stopping {ctx.control.describe()} ({ctx.plan.shutdown_mode} shutdown)")
-            if lock.held:
-                data.update(_commits_waiting(lock))
-            data["stop_began_at"] = time.time()
-            ctx.control.stop(ctx.plan.shutdown_mode)
-        except BaseException:
-            lock.release()
-            flush_settings.put_back(ctx.plan, ctx.control, ctx.echo, saved)
-            raise
-        lock.release()
-    data["stopped_at"] = time.time()
+        record = _stop(ctx, lock, cache, record)
+    record = replace(record, stopped_at=time.time())
     require_stopped(ctx, State.SHUTDOWN)
     if ctx.journal.load_json(side_files.CHECKSUMS_BEFORE) is None and ctx.plan.verify != "files":
-        data["note"] = "the server was already stopped: no table checksums from before the move"
-    return data
+        record = replace(record, note="the server was already stopped: no table checksums from before the move")
+    return record
 
 
-def _commits_waiting(lock: ReadLock) -> dict[str, Any]:
+def _stop(ctx: MoveContext, lock: ReadLock, cache: PassCache, record: ShutdownRecord) -> ShutdownRecord:
+    """Flush, block commits and read the sample (and copy under the block), stop the running server."""
+    # after the pre-copy's own pre-flush and passes, waiting here would only let the page cleaner write
+    # pages the offline delta then has to copy: lower the settings again for the stop, without waiting
+    flushed: dict[str, Any] = {}
+    saved = flush_settings.flush_saving_settings(
+        ctx.plan, ctx.journal, ctx.control, ctx.echo, flushed,
+        limit_s=0.0 if PrecopyRecord.of(ctx.journal).preflush else preflush.LIMIT_S)
+    record = replace(record, preflush=flushed.get("preflush"))
+    try:
+        if ctx.plan.verify != "files":
+            record = _checksum_under_read_lock(ctx, lock, replace(record, read_lock_at=time.time()))
+            record = _last_pass_under_the_block(ctx, lock, cache, record, saved)
+        crash_point("SHUTDOWN:mid")
+        ctx.echo(f"stopping {ctx.control.describe()} ({ctx.plan.shutdown_mode} shutdown)")
+        if lock.held:
+            record = replace(record, waiting_at_stop=_commits_waiting(lock))
+        record = replace(record, stop_began_at=time.time())
+        ctx.control.stop(ctx.plan.shutdown_mode)
+    except BaseException:
+        lock.release()
+        flush_settings.put_back(ctx.plan, ctx.control, ctx.echo, saved)
+        raise
+    lock.release()
+    return record
+
+
+def _commits_waiting(lock: ReadLock) -> waiting_commits.AtStop:
     """The commits waiting on the block as the stop begins (``waiting_commits``; unknown: nothing is put down to
     them)."""
     try:
-        return waiting_commits.read(lock.conn).to_journal()
+        return waiting_commits.read(lock.conn)
     except Exception:  # noqa: BLE001 - unknown: the check after the start then treats a difference as damage
-        return waiting_commits.AtStop(known=False).to_journal()
+        return waiting_commits.AtStop(known=False)
 
 
-def _checksum_under_read_lock(ctx: MoveContext, lock: ReadLock, data: dict[str, Any]) -> None:
+def _checksum_under_read_lock(ctx: MoveContext, lock: ReadLock, record: ShutdownRecord) -> ShutdownRecord:
     t0 = time.monotonic()
     try:
         lock.conn, sums = _block_and_read(ctx)
     except InnotierError:
         if ctx.journal.load_json(side_files.CHECKSUMS_BEFORE) is not None:
-            return  # resumed while the server was already shutting down: the saved values stand
+            return record  # resumed while the server was already shutting down: the saved values stand
         raise
     except Exception as exc:  # noqa: BLE001 - only the lock wait is expected here; anything else is raised
         if getattr(exc, "errno", None) != ER_LOCK_WAIT_TIMEOUT:
             raise
-        data["block"] = (f"not obtained within lock_wait_timeout={LOCK_WAIT_S} s (a long statement held a "
-                         "lock): plain stop, no sample before it")
-        ctx.echo(data["block"])
-        return
+        block = (f"not obtained within lock_wait_timeout={LOCK_WAIT_S} s (a long statement held a "
+                 "lock): plain stop, no sample before it")
+        ctx.echo(block)
+        return replace(record, block=block)
     ctx.journal.save_json(side_files.CHECKSUMS_BEFORE, sums)
-    data["tables"] = len(sums)
-    data["read_seconds"] = round(time.monotonic() - t0, 3)
+    return replace(record, tables=len(sums), read_seconds=round(time.monotonic() - t0, 3))
 
 
 def _block_and_read(ctx: MoveContext):
@@ -102,8 +109,8 @@ def _block_and_read(ctx: MoveContext):
     return conn, sums
 
 
-def _last_pass_under_the_block(ctx: MoveContext, lock: ReadLock, cache: PassCache, data: dict[str, Any],
-                               saved: dict[str, str] | None) -> None:
+def _last_pass_under_the_block(ctx: MoveContext, lock: ReadLock, cache: PassCache, record: ShutdownRecord,
+                               saved: dict[str, str] | None) -> ShutdownRecord:
     """Pre-copied move, commits already blocked for the sample: flush the dirty pages and copy them while reads
     are still served, so the shutdown has nearly nothing to write and the offline delta nearly nothing to read.
 
@@ -119,31 +126,37 @@ def _last_pass_under_the_block(ctx: MoveContext, lock: ReadLock, cache: PassCach
     (``PAGE_FILE_COMPONENTS``).
     """
     if not ctx.plan.precopy or cache.precopy is None or not lock.held:
-        return
+        return record
     if ctx.plan.component not in PAGE_FILE_COMPONENTS:
         # the dirty pages are not in the moved files: the offline delta has nothing of theirs to read, so
         # blocking writes longer buys almost no shorter stop (docs/relocation.md)
-        return
+        return record
     t0 = time.monotonic()
-    left = ctx.max_write_block_s - (time.time() - data.get("read_lock_at", time.time()))
-    flushed: dict[str, Any] = {}
-    if left > 0:
-        flush_settings.flush_saving_settings(ctx.plan, ctx.journal, ctx.control, ctx.echo, flushed,
-                                             min(QUIESCE_FLUSH_S, left / 2))
-    else:
-        flushed["preflush"] = {"skipped": f"the sample under the block used the --max-write-block of "
-                                          f"{ctx.max_write_block_s:g} s"}
-    passes = PrecopyData.of(ctx.journal).passes
-    expected = passes[-1]["seconds"] if passes else float("inf")
-    left = ctx.max_write_block_s - (time.time() - data.get("read_lock_at", time.time()))
-    if "skipped" not in flushed["preflush"] and expected > left:
-        flushed["preflush"] = {**flushed["preflush"], "skipped": f"a pass takes about {expected:.1f} s, more than "
-                               f"the {max(left, 0):.1f} s left of the --max-write-block"}
-    if "skipped" in flushed["preflush"]:  # only time is at stake: the shutdown flushes what is left
-        data["last_pass"] = flushed["preflush"]
+    passes = PrecopyRecord.of(ctx.journal).passes
+    flushed = _flush_within_the_block(ctx, record.read_lock_at, passes[-1].seconds if passes else float("inf"))
+    flush = {k: v for k, v in flushed.items() if k != "skipped"}
+    if "skipped" in flushed:  # only time is at stake: the shutdown flushes what is left
+        last = LastPass(flush, None, skipped=flushed["skipped"])
     else:
         cache.precopy, st = run_pass(ctx, len(passes) + 1, cache.precopy, int(ctx.plan.server["page_size"]))
         save_pass(ctx.journal, cache.precopy)
-        data["last_pass"] = {"flush": flushed["preflush"], "pass": st,
-                             "seconds": round(time.monotonic() - t0, 3)}
-    data["flush_settings_restored"] = flush_settings.put_back(ctx.plan, ctx.control, ctx.echo, saved)
+        last = LastPass(flush, None, pass_record=st, seconds=round(time.monotonic() - t0, 3))
+    restored = flush_settings.put_back(ctx.plan, ctx.control, ctx.echo, saved)
+    return replace(record, last_pass=replace(last, flush_settings_restored=restored))
+
+
+def _flush_within_the_block(ctx: MoveContext, read_lock_at: float, pass_seconds: float) -> dict[str, Any]:
+    """The flush in what the --max-write-block leaves of the block: preflush's record, with ``skipped`` (why)
+    when no pass is to follow (the block used up, or a pass, about as long as the last online one, would not
+    fit in what is left after the flush)."""
+    left = ctx.max_write_block_s - (time.time() - read_lock_at)
+    if left <= 0:
+        return {"skipped": f"the sample under the block used the --max-write-block of {ctx.max_write_block_s:g} s"}
+    flushed: dict[str, Any] = {}
+    flush_settings.flush_saving_settings(ctx.plan, ctx.journal, ctx.control, ctx.echo, flushed,
+                                         min(QUIESCE_FLUSH_S, left / 2))
+    left = ctx.max_write_block_s - (time.time() - read_lock_at)
+    if "skipped" not in flushed["preflush"] and pass_seconds > left:
+        return {**flushed["preflush"], "skipped": f"a pass takes about {pass_seconds:.1f} s, more than the "
+                                                  f"{max(left, 0):.1f} s left of the --max-write-block"}
+    return flushed["preflush"]

@@ -1,12 +1,12 @@
 """What every step of the executor is given and shares.
 
-A step is a function ``(ctx, lock, cache) -> dict`` (``executor.HANDLERS``): ``ctx`` is the move
+A step is a function ``(ctx, lock, cache) -> record`` (``executor.HANDLERS``): ``ctx`` is the move
 (``MoveContext``, frozen: the plan, its journal, the server's control, where to report), ``lock``
 the commit block this mover may hold (``read_lock.ReadLock``) and ``cache`` what this process
 learned beyond the journal (``PassCache``, memory only: a restarted mover has none of it and
-reads what it needs back from the journal or the target).  The dict it returns is the step's
-``done`` record (typed views for readers: ``stepdata``).  Also here: the halt, the callback
-types, a server model without a connection, and the checks several steps make.
+reads what it needs back from the journal or the target).  The record it returns is the frozen
+dataclass of what it did (``step_records``), journaled as the state's ``done`` line.  Also here: the
+halt, the callback types, a server model without a connection, and the checks several steps make.
 """
 
 from __future__ import annotations

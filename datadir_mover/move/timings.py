@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from datadir_mover.move.journal import OFFLINE_STATES, Journal, State
-from datadir_mover.move.stepdata import ShutdownData, StartData
+from datadir_mover.move.step_records import ShutdownRecord, StartRecord
 
 
 def timings(journal: Journal, verify_mode: str) -> dict[str, Any]:
     """downtime_s, until_verified_s, writes_blocked_s and the downtime's breakdown (those known so far)."""
-    sd, st = ShutdownData.of(journal), StartData.of(journal)
+    sd, st = ShutdownRecord.of(journal), StartRecord.of(journal)
     out: dict[str, Any] = {}
     if sd.stop_began_at and st.started_at:
         out["downtime_s"] = round(st.started_at - sd.stop_began_at, 3)
@@ -40,7 +40,7 @@ def downtime_breakdown(journal: Journal) -> dict[str, float]:
     done: dict[str, float] = {}
     for r in journal.records():
         (began if r.event == "begin" else done)[r.state] = r.at
-    sd, st = ShutdownData.of(journal), StartData.of(journal)
+    sd, st = ShutdownRecord.of(journal), StartRecord.of(journal)
     out: dict[str, float] = {}
     if sd.stopped_at and sd.stop_began_at:
         out["stop_s"] = round(sd.stopped_at - sd.stop_began_at, 3)
@@ -52,6 +52,6 @@ def downtime_breakdown(journal: Journal) -> dict[str, float]:
         out["accept_wait_s"] = round(st.started_at - began[State.START] - st.start_seconds, 3)
     if st.started_at and sd.stop_began_at:
         out["other_s"] = round(st.started_at - sd.stop_began_at - sum(out.values()), 3)
-    if "seconds" in sd.preflush:
+    if sd.preflush and "seconds" in sd.preflush:
         out["preflush_before_stop_s"] = sd.preflush["seconds"]
     return out

@@ -259,12 +259,12 @@ def test_writer_during_precopied_move_loses_no_committed_row(clone, mv_tiers):
     finally:
         writer.stop.set()
         writer.join(10)
-    assert result["phase"] == "committed"
-    assert len(result["precopy"]["passes"]) >= 2, result["precopy"]
+    assert result.phase == "committed"
+    assert len(result.precopy.passes) >= 2, result.precopy
     # the LSN rules read only part of the changed tablespaces and of the redo log; yet, with the server
     # stopped, every target file was byte for byte its source before the switch
     assert not unequal, f"copies that differ from their source after VERIFY: {unequal}"
-    assert result["copy"]["files_delta"] >= 1, result["copy"]
+    assert result.copy.files_delta >= 1, result.copy
     conn = spec.with_database(None).connect()
     cur = conn.cursor()
     cur.execute("SELECT id FROM mvw.rows")
@@ -272,11 +272,11 @@ def test_writer_during_precopied_move_loses_no_committed_row(clone, mv_tiers):
     conn.close()
     lost = sorted(set(writer.acked) - present)
     assert not lost, f"{len(lost)} committed rows are missing after the move: {lost[:10]}"
-    vs = result["verify_server"]
-    assert vs["ok"] and vs["mode"] == "sample" and vs["row_writes_since_start"] >= 0
+    vs = result.verify_server
+    assert vs.ok and vs.mode == "sample" and vs.row_writes_since_start >= 0
     proof = ex.prove()  # the stopped source hashed whole against the target's digests at the switch
     assert proof.status == "passed" and proof.how.startswith("hashing") and proof.bytes_done == proof.bytes_total, proof
-    assert not ex.finalize(accept_volatile=True)["kept"]
+    assert not ex.finalize(accept_volatile=True).kept
 
 
 @pytest.mark.root

@@ -87,7 +87,7 @@ def _phase(move_id: str) -> str:
     return Journal(moves_dir() / move_id).phase
 
 
-def _finalize(move_id: str) -> dict:
+def _finalize(move_id: str):  # the FinalizeRecord
     from datadir_mover.move.executor import Executor
     from datadir_mover.move.journal import Journal, moves_dir
 
@@ -147,7 +147,7 @@ def test_kill_mover_then_recover(point, action, crash_box, cli):
         mvhelpers.data_consistent(spec)
     assert _phase(move_id) == ("rolled_back" if expected == here else "committed")
     if expected == target:
-        assert not _finalize(move_id)["kept"]
+        assert not _finalize(move_id).kept
         assert not os.path.exists(here), "finalize left the old datadir behind"
 
 

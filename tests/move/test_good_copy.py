@@ -60,6 +60,8 @@ def _flip_byte(path: str, offset: int) -> None:
 
 @pytest.mark.root
 def test_rollback_and_resume_keep_the_good_copy(clone, mv_tiers, cli):
+    from datadir_mover.move.step_records import VerifyServerRecord
+
     sb = clone("rc-good")
     spec = sb.connection_spec()
     before = mvhelpers.checksums(spec)
@@ -131,7 +133,7 @@ def test_rollback_and_resume_keep_the_good_copy(clone, mv_tiers, cli):
     r = cli("move", "resume", "--id", journal.dir.name)
     assert r.returncode == 0, r.stderr
     assert "the verified copy on" in r.stderr and "carrying the move forward" in r.stderr, r.stderr
-    assert journal.phase == "committed" and journal.data("VERIFY_SERVER")["ok"]
+    assert journal.phase == "committed" and VerifyServerRecord.of(journal).ok
     assert _datadir(spec) == os.path.realpath(target) and mvhelpers.checksums(spec) == before
 
 

@@ -66,5 +66,5 @@ def test_failure_after_the_start_halts_and_discards_nothing(error, clone, mv_tie
 
     monkeypatch.undo()
     back = Executor.open(ex.journal).rollback(discard_writes_since_start=True)
-    assert back["started"] and ex.journal.phase == "rolled_back"
+    assert back.started and ex.journal.phase == "rolled_back"
     assert os.path.realpath(inspect(spec).datadir) == os.path.realpath(plan.source_dir)

@@ -50,9 +50,10 @@ def test_journal_lock_is_exclusive(tmp_path):
 
 def test_precopy_passes_stop_when_the_delta_stops_shrinking():
     from datadir_mover.move.precopy_steps import PRECOPY_ENOUGH_S, PRECOPY_MAX_PASSES, _converged
+    from datadir_mover.move.step_records import PassRecord
 
     def p(*seconds):
-        return [{"seconds": s} for s in seconds]
+        return [PassRecord(number=n, seconds=s) for n, s in enumerate(seconds, 1)]
 
     assert not _converged(p())  # the first pass of a regime always runs
     assert not _converged(p(30.0))

@@ -48,12 +48,12 @@ def _move_in_process(sandbox: str, component: str, to: str) -> dict:
     plan = planmod.build(planmod.MoveRequest(component=component, target=to, probe=False), spec)
     ex = Executor.create(plan)
     result = ex.run()
-    assert result["phase"] == "committed"
-    assert result["verify_server"]["ok"] and not result["verify_server"]["checksum_problems"]
+    assert result.phase == "committed"
+    assert result.verify_server.ok and not result.verify_server.checksum_problems
     proof = ex.prove()
     assert proof.status == "passed", proof.text()  # offline copies: recorded as passed from the copy's own evidence
-    assert not ex.finalize(accept_volatile=True)["kept"]
-    return result
+    assert not ex.finalize(accept_volatile=True).kept
+    return result.to_dict()  # as `move apply --json` prints it, like the CLI path's
 
 
 def _locations(sb) -> dict:

@@ -18,6 +18,7 @@ from datadir_mover.move import read_lock, server_check
 from datadir_mover.move.server_check import benign, table_sample, waiting_commits
 from datadir_mover.move.server_check.benign import Evidence, FileProof
 from datadir_mover.move.executor import MoveHalted
+from datadir_mover.move.step_records import ShutdownRecord
 from tuner.core.errors import MoveError
 from waiting import wait_for
 
@@ -74,10 +75,13 @@ def test_the_journal_keeps_what_waited_and_an_old_or_failed_record_counts_as_unk
     assert waiting_commits.AtStop.from_journal({"commits_waiting_at_stop": 1}).count == -1  # no list: written before
     assert waiting_commits.AtStop.from_journal({"commits_waiting_at_stop": -1}).count == -1
     assert waiting_commits.AtStop.from_journal(None).count == 0
-    assert Evidence.of_move(record, precopy=False).file_proof == FileProof.READ_BACK
-    assert Evidence.of_move(record, precopy=True).file_proof == FileProof.PENDING
-    assert Evidence.of_move(record, precopy=True, proof="passed").file_proof == FileProof.PASSED
-    assert Evidence.of_move(record, precopy=True, proof="blocked").file_proof == FileProof.NONE
+    at_stop = ShutdownRecord.from_journal({"stop_began_at": 1.0, **record}).commits_at_stop()
+    assert at_stop == _at_stop((2, ["a.t"]))
+    assert ShutdownRecord.from_journal({"stop_began_at": 1.0}).commits_at_stop() == waiting_commits.AtStop()
+    assert Evidence.of_move(at_stop, precopy=False).file_proof == FileProof.READ_BACK
+    assert Evidence.of_move(at_stop, precopy=True).file_proof == FileProof.PENDING
+    assert Evidence.of_move(at_stop, precopy=True, proof="passed").file_proof == FileProof.PASSED
+    assert Evidence.of_move(at_stop, precopy=True, proof="blocked").file_proof == FileProof.NONE
 
 
 # ---------------------------------------------------------------------------- real servers
@@ -231,9 +235,9 @@ def test_damage_on_the_target_halts_the_move_while_a_commit_waits_at_the_stop(ve
     with pytest.raises(MoveHalted) as halted:
         ex.run()
     assert "mvs.d" in str(halted.value) and "no commit waiting at the stop named it" in str(halted.value)
-    shutdown = ex.journal.data("SHUTDOWN")
-    assert shutdown["commits_waiting_at_stop"] == 1, shutdown
-    assert shutdown["waiting_commits"][0]["tables"] == ["mvs.t"], shutdown
+    at_stop = ShutdownRecord.of(ex.journal).commits_at_stop()
+    assert at_stop.count == 1, at_stop
+    assert at_stop.commits[0].tables == ["mvs.t"], at_stop
     assert ex.journal.phase == "open"  # halted where it is: nothing rolled back, the operator decides
     assert _sql(spec, "SELECT v FROM mvs.d WHERE id = 1")[0][0] == DAMAGED.decode()  # the server reads the damage
 
@@ -294,7 +298,7 @@ def test_prepared_reads_during_a_sample_move_do_not_excuse_damage(clone, mv_tier
 def test_byte_identical_is_printed_only_where_it_was_proven():
     from datadir_mover.move_cli import proof_words
 
-    assert proof_words({"verify_server": {"file_proof": "read back"}}) == "the copied files are byte-identical"
-    assert proof_words({"verify_server": {"file_proof": "pending"}}) == "file proof pending (innotier move status)"
-    assert proof_words({"verify_server": {"file_proof": "pending"}, "proof": {"state": "passed"}}).endswith("identical")
-    assert "identical" not in proof_words({"verify_server": {"file_proof": "none"}})
+    assert proof_words("read back") == "the copied files are byte-identical"
+    assert proof_words("pending") == "file proof pending (innotier move status)"
+    assert proof_words("pending", whole_proof="passed").endswith("identical")
+    assert "identical" not in proof_words("none")

@@ -64,7 +64,7 @@ def test_page_body_written_on_the_source_after_its_precopy_is_caught_before_fina
     ex.on_state = inject
     result = ex.run()
     assert injected and injected["was"] != INJECTED, "the bytes were not injected"
-    assert result["phase"] == "committed"  # nothing before the proof noticed
+    assert result.phase == "committed"  # nothing before the proof noticed
     assert Path(plan.target_dir, "tpcc", "item.ibd").read_bytes()[at:at + 256] == injected["was"]
 
     proof = ex.prove()
@@ -90,7 +90,7 @@ def test_page_body_written_on_the_source_after_its_precopy_is_caught_before_fina
     with pytest.raises(MoveError, match="committed"):
         Executor.open(ex.journal).rollback()
     back = Executor.open(ex.journal).rollback(discard_writes_since_start=True)
-    assert back["started"] and ex.journal.phase == "rolled_back"
+    assert back.started and ex.journal.phase == "rolled_back"
     assert os.path.realpath(inspect(spec).datadir) == os.path.realpath(plan.source_dir)
     assert victim.read_bytes()[at:at + len(INJECTED)] == INJECTED
 
@@ -131,5 +131,5 @@ def test_a_link_retargeted_in_the_target_after_the_copy_fails_the_proof_naming_b
     assert f"{link} (a link to '/etc/hostname'" in proof.text()
 
     back = Executor.open(ex.journal).rollback()
-    assert back["started"] and ex.journal.phase == "rolled_back"
+    assert back.started and ex.journal.phase == "rolled_back"
     assert os.readlink(os.path.join(plan.source_dir, link)) == "ibdata1"

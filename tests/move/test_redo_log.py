@@ -176,7 +176,7 @@ def test_wrapped_redo_log_mapped_on_dev_shm_is_equal_on_the_target_at_the_stop(c
     writer = RowWriter(spec, "mvr.rows")
     try:
         ex, _ = move(sb.name, "redo", str(shm), precopy=False, verify="files")
-        assert ex.run()["phase"] == "committed"
+        assert ex.run().phase == "committed"
         ex.finalize(accept_volatile=True)  # /dev/shm: the test keeps no persistence
         log = shm / "ib_logfile0"
         maps = _maps_of(sb, log)
@@ -204,7 +204,7 @@ def test_wrapped_redo_log_mapped_on_dev_shm_is_equal_on_the_target_at_the_stop(c
         if writer.is_alive():
             writer.join(10)
         shutil.rmtree(shm, ignore_errors=True)  # the sandbox itself is destroyed by the clone fixture
-    assert result["phase"] == "committed" and result["precopy"]["passes"], result
+    assert result.phase == "committed" and result.precopy.passes, result
     assert at_stop and at_stop["source"] == at_stop["target"], "the target's redo log differs from the source's"
     conn = spec.with_database(None).connect()
     cur = conn.cursor()

@@ -39,6 +39,9 @@ for line in sys.stdin:
         elif c["op"] == "swap":  # the directory renamed aside, a link to the canary in its place
             os.rename(c["at"], c["at"] + ".aside")
             os.symlink(c["to"], c["at"])
+        elif c["op"] == "replace":  # the file removed, a link to the canary in its place
+            os.unlink(c["at"])
+            os.symlink(c["to"], c["at"])
         print("ok", flush=True)
     except OSError as exc:
         print(f"error: {exc}", flush=True)
@@ -193,6 +196,66 @@ def test_source_directory_swapped_for_a_link_is_refused_not_read(trees, monkeypa
         copy_tree(src, dst, entries, workers=1)
     assert fired and snapshot(canary) == before
     assert not (dst / "db" / "t1.ibd").exists(), "root copied the canary (root's file) into the target"
+
+
+def canary_bytes_in(tree: Path) -> list[str]:
+    """The regular files of ``tree`` (no link followed) holding a canary file's bytes: root read them into it."""
+    return [rel for rel, st in walk(tree) if stat.S_ISREG(st.st_mode)
+            and (tree / rel).read_bytes().startswith(b"root's own ")]
+
+
+@pytest.mark.root
+def test_links_planted_in_the_source_between_precopy_and_copy_are_copied_as_links(trees):
+    """The server's user adds links to root's files and directories to the source once the pre-copy is done, one
+    under a new name and one in place of a table the pre-copy copied: the offline copy takes each as a link (its
+    text, read with readlink), so nothing outside the trees is read into the target, and VERIFY accepts it."""
+    src, dst, canary, racer = trees["src"], trees["dst"], trees["canary"], trees["racer"]
+    precopied, _ = copy_tree(src, dst, walk(src), workers=1)  # the pre-copy's pass, the server running
+    before = snapshot(canary)
+    racer.do("link", str(src / "db" / "t3.ibd"), str(canary / "t1.ibd"))  # a new name
+    racer.do("link", str(src / "db" / "sub"), str(canary / "sub"))  # a link to a directory outside
+    racer.do("replace", str(src / "db" / "t2.ibd"), str(canary / "t2.ibd"))  # a copied table's name
+    manifest, _ = copy_tree(src, dst, walk(src), previous=precopied, workers=1, stable=True)  # COPY, stopped
+    assert snapshot(canary) == before, "root changed the canary while copying the links"
+    for name in ("t3.ibd", "sub", "t2.ibd"):
+        assert os.readlink(dst / "db" / name) == os.readlink(src / "db" / name)
+        assert manifest.records[f"db/{name}"].kind == "symlink" and os.lstat(dst / "db" / name).st_uid == trees["uid"]
+    assert canary_bytes_in(dst) == [], "root read a file outside the trees into the target"
+    assert (dst / "db" / "t1.ibd").read_bytes() == (src / "db" / "t1.ibd").read_bytes()
+    verify_tree(manifest)
+    assert snapshot(canary) == before
+
+
+@pytest.mark.root
+def test_source_file_swapped_for_a_link_after_the_walk_is_refused_not_read(trees, monkeypatch):
+    """The pass listed ``db/t2.ibd`` as a file; the server's user puts a link to root's file in its place before
+    the copy opens it: the copy refuses in one line naming it, and reads nothing of the canary."""
+    src, dst, canary, racer = trees["src"], trees["dst"], trees["canary"], trees["racer"]
+    before = snapshot(canary)
+    entries = walk(src)
+    fired = pause_before(monkeypatch, "path", lambda t, rel: t.root == str(src) and rel == "db/t2.ibd",
+                         lambda: racer.do("replace", str(src / "db" / "t2.ibd"), str(canary / "t2.ibd")))
+    with pytest.raises(UnsafePath) as refused:
+        copy_tree(src, dst, entries, workers=1)
+    assert fired and f"{src}/db/t2.ibd: " in str(refused.value) and "\n" not in str(refused.value)
+    assert snapshot(canary) == before and canary_bytes_in(dst) == []
+
+
+@pytest.mark.root
+def test_source_directory_swapped_for_a_link_between_precopy_and_copy_is_refused(trees):
+    """After the pre-copy the server's user swaps ``db`` for a link to root's directory: the offline copy refuses
+    in one line naming the link, before it changes anything in the target, and reads nothing through it."""
+    src, dst, canary, racer = trees["src"], trees["dst"], trees["canary"], trees["racer"]
+    precopied, _ = copy_tree(src, dst, walk(src), workers=1)
+    copied = snapshot(dst)
+    before = snapshot(canary)
+    racer.do("swap", str(src / "db"), str(canary))
+    with pytest.raises(UnsafePath) as refused:
+        copy_tree(src, dst, walk(src), previous=precopied, workers=1, stable=True)
+    text = str(refused.value)
+    assert f"{src}/db is a symbolic link (to {canary})" in text and "\n" not in text, text
+    assert snapshot(canary) == before and canary_bytes_in(dst) == []
+    assert snapshot(dst) == copied, "the refused copy changed the target"
 
 
 @pytest.mark.root

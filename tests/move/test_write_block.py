@@ -14,6 +14,7 @@ import os
 import pytest
 
 import mvhelpers
+from datadir_mover.move.step_records import ShutdownRecord
 
 
 @pytest.mark.root
@@ -30,15 +31,13 @@ def test_last_pass_under_the_block_keeps_to_the_budget(budget, clone, mv_tiers):
     ex = Executor.create(plan, max_write_block_s=budget)
     assert Executor.open(ex.journal).ctx.max_write_block_s == budget  # journaled: a resumed mover keeps the bound
     result = ex.run()
-    assert result["phase"] == "committed"
-    shutdown = ex.journal.data("SHUTDOWN")
-    last = shutdown["last_pass"]
+    assert result.phase == "committed"
+    last = ShutdownRecord.of(ex.journal).last_pass
     if budget == 0.0:
-        assert "max-write-block" in last["skipped"], last
-        assert "flush_settings_restored" in shutdown
+        assert last is not None and "max-write-block" in last.skipped, last
     else:
-        assert "pass" in last, last
-        assert shutdown["flush_settings_restored"] is True, shutdown
+        assert last is not None and last.pass_record is not None, last
+        assert last.flush_settings_restored is True, last
         assert ex.journal.load_json("precopy-blocks.json"), "the last pass was not journaled"
     assert mvhelpers.flush_settings(spec) == original, "the pre-flush settings were left on the server"
     assert ex.prove().status == "passed"
@@ -64,9 +63,9 @@ def test_block_that_cannot_be_taken_in_lock_wait_timeout_falls_back_to_the_plain
         result = ex.run()
     finally:
         holder.close()
-    shutdown = ex.journal.data("SHUTDOWN")
-    assert f"lock_wait_timeout={LOCK_WAIT_S}" in shutdown["block"] and "plain stop" in shutdown["block"], shutdown
-    assert result["phase"] == "committed" and ex.journal.load_json("checksums-before.json") is None
+    shutdown = ShutdownRecord.of(ex.journal)
+    assert f"lock_wait_timeout={LOCK_WAIT_S}" in shutdown.block and "plain stop" in shutdown.block, shutdown
+    assert result.phase == "committed" and ex.journal.load_json("checksums-before.json") is None
 
 
 @pytest.mark.root
@@ -130,15 +129,15 @@ def test_failed_restore_of_the_flush_settings_is_reported_and_the_move_stays_cor
             with contextlib.suppress(Exception):
                 c.close()
     assert storm, f"the last pass under the block did not run: {said}"
-    shutdown = ex.journal.data("SHUTDOWN")
-    assert "pass" in shutdown["last_pass"] and shutdown["flush_settings_restored"] is False, shutdown
+    last = ShutdownRecord.of(ex.journal).last_pass
+    assert last is not None and last.pass_record is not None and last.flush_settings_restored is False, last
     assert state.get("left") and state["left"] != original, "the settings were not lowered: nothing to restore"
     report = [m for m in said if m.startswith("could not put the flush settings back")]
     assert len(report) == 1, said
     for var, value in original.items():
         assert f"SET GLOBAL {var} = {value}" in report[0], report[0]
     # the move itself is correct: committed, verified on the target, every file proven equal to the stopped source
-    assert result["phase"] == "committed" and result["verify_server"]["ok"], result["verify_server"]
+    assert result.phase == "committed" and result.verify_server.ok, result.verify_server
     assert ex.prove().status == "passed"
     assert mvhelpers.flush_settings(spec) == original  # the restart on the target began with its own settings
     assert mvhelpers.checksums(spec) == state["checksums"]

@@ -115,7 +115,13 @@ def _place_entry(src: Tree, dst: Tree, rel: str, st: os.stat_result) -> FileReco
         dst.make_dir(rel, st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode))
         return FileRecord.of(rel, "dir", st, verified=True)
     link = src.readlink(rel)
-    dst.make_symlink(link, rel, st.st_uid, st.st_gid)
+    try:
+        dst.make_symlink(link, rel, st.st_uid, st.st_gid)
+    except IsADirectoryError:  # an earlier pass copied a directory there: the source's was swapped for a link
+        raise UnsafePath(f"{os.path.join(src.root, rel)} is a symbolic link (to {link}) where an earlier pass "
+                         f"copied a directory (something changed {src.root} while the move ran: the server's "
+                         "user?); the mover follows no link there: put the directory back or remove the link, "
+                         "then run the step again") from None
     return FileRecord.of(rel, "symlink", st, link=link, verified=True)
 
 

@@ -46,9 +46,10 @@ class Evidence:
     file_proof: FileProof = FileProof.NONE
 
     @classmethod
-    def of_move(cls, shutdown: dict[str, Any] | None, precopy: bool, proof: str | None = None,
+    def of_move(cls, at_stop: AtStop, precopy: bool, proof: str | None = None,
                 on_source: bool = False) -> "Evidence":
-        """From the SHUTDOWN step's record; ``proof``: the whole-file proof's state when a pre-copied move has one."""
+        """From the commits SHUTDOWN found waiting at the stop (``step_records.ShutdownRecord.commits_at_stop``);
+        ``proof``: the whole-file proof's state when a pre-copied move has one."""
         if on_source:
             fp = FileProof.SOURCE
         elif not precopy:
@@ -56,7 +57,7 @@ class Evidence:
         else:
             fp = {"passed": FileProof.PASSED, "pending": FileProof.PENDING, None: FileProof.PENDING}.get(
                 proof, FileProof.NONE)  # blocked or failed: no proof
-        return cls(AtStop.from_journal(shutdown), fp)
+        return cls(at_stop, fp)
 
 
 @dataclass

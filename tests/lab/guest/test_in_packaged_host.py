@@ -152,8 +152,9 @@ def rows():
     cur.execute("CREATE DATABASE IF NOT EXISTS shop")
     cur.execute("CREATE TABLE IF NOT EXISTS shop.orders (id INT PRIMARY KEY AUTO_INCREMENT, item VARCHAR(40), "
                 "qty INT) ENGINE=InnoDB")
-    if COMM == "mysqld":   # MySQL stops a recursive CTE at 1000 rows by default (MariaDB's limit is far higher)
-        cur.execute("SET SESSION cte_max_recursion_depth = 10000")
+    # both stop a recursive CTE at 1000 rows by default (MariaDB since 11.x: max_recursive_iterations = 1000)
+    cur.execute("SET SESSION cte_max_recursion_depth = 10000" if COMM == "mysqld" else
+                "SET SESSION max_recursive_iterations = 10000")
     cur.execute("INSERT INTO shop.orders (item, qty) WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 "
                 "FROM seq WHERE n < 5000) SELECT CONCAT('item-', n), n % 7 FROM seq")
     conn.close()

@@ -12,7 +12,7 @@ from tuner.core.cliutil import add_connection_args, connection_from_args, print_
 from tuner.core.errors import InnotierError, MoveError, UsageError
 from tuner.core.server import COMPONENTS
 from datadir_mover.move.plan import MoveRequest
-from datadir_mover.move import control
+from tuner.core import system_server
 from datadir_mover.move import plan as planmod
 from tuner.core.durable import write_json_atomic
 # the executor's import also registers the sandbox-destroy closer
@@ -128,10 +128,11 @@ def _progress_factory(enabled: bool):
 
 
 def _connection(args):
-    """The server --sandbox/--socket/--host/--defaults-file name; with none of them, the system server's socket."""
+    """The server --sandbox/--socket/--host/--defaults-file name; with none of them, the system server, found where
+    its package put it (tuner.core.system_server: its running unit, its option files, the known sockets)."""
     named = any(getattr(args, a, None) for a in ("sandbox", "socket", "host", "port", "defaults_file"))
-    if not named and (sock := control.system_socket()):
-        args.socket = sock
+    if not named:
+        args.socket = system_server.find_socket().socket
     return connection_from_args(args)
 
 

@@ -37,19 +37,3 @@ def test_system_server_move_without_systemd_names_the_commands_to_run_by_hand(ve
     assert line.endswith("systemctl start mariadb.service") or "systemctl start mysql.service" in line
     assert not target.exists() and (dropin.read_text() if dropin.exists() else None) == before
     assert Path(shared_sandbox.datadir, "ibdata1").exists()
-
-
-def test_the_system_servers_socket_is_found_where_the_distro_puts_it(tmp_path):
-    import socket
-
-    from datadir_mover.move.control import system_socket
-
-    assert system_socket(str(tmp_path)) is None
-    sock_path = tmp_path / "run" / "mysqld" / "mysqld.sock"
-    sock_path.parent.mkdir(parents=True)
-    (tmp_path / "var" / "lib" / "mysql").mkdir(parents=True)
-    (tmp_path / "var" / "lib" / "mysql" / "mysql.sock").write_text("not a socket")
-    assert system_socket(str(tmp_path)) is None                   # a plain file is not a server's socket
-    with socket.socket(socket.AF_UNIX) as s:
-        s.bind(str(sock_path))
-        assert system_socket(str(tmp_path)) == str(sock_path)

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from datadir_mover.lab import host as host_mode
+from tuner.core import system_server
 from tuner.core.errors import LabError
 
 # the guest's system around the server: the kernel with nvdimm drivers, ndctl for the DAX tier, systemd as
@@ -43,7 +44,7 @@ class PackagedServer:
     local: str             # its site-rule include (dh_apparmor's postinst creates it empty)
     conf_dir: str          # where the lab's option file goes (a directory the package's my.cnf includes)
     options: str           # the lab's options ([mysqld] section)
-    initialize: tuple[str, ...]   # initializes /var/lib/mysql when the package's postinst did not
+    initialize: tuple[str, ...]   # initializes the package's datadir when its postinst did not
 
 
 SERVERS = {s.name: s for s in (
@@ -122,5 +123,16 @@ def configure(rootfs: Path, server: PackagedServer) -> None:
         os.symlink("/dev/null", link)
 
 
+# where packages keep the datadir when no option file sets it (compiled in): sid's MariaDB, MySQL and older MariaDB
+PACKAGE_DATADIRS = ("/var/lib/mariadb", "/var/lib/mysql")
+
+
+def package_datadirs(rootfs: Path) -> tuple[str, ...]:
+    """The datadir the package's option files set, else the ones packages compile in."""
+    configured = system_server.option_files(str(rootfs)).options.get("datadir")
+    return (configured,) if configured else PACKAGE_DATADIRS
+
+
 def needs_initialize(rootfs: Path) -> bool:
-    return not (rootfs / "var/lib/mysql/mysql").exists()
+    """No system schema in the package's datadir: its postinst did not initialize it."""
+    return not any((rootfs / d.lstrip("/") / "mysql").is_dir() for d in package_datadirs(rootfs))

@@ -20,9 +20,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.core import system_server
 from tuner.core.errors import MoveError
 from tuner.core.server import ConnectionSpec, Flavor, ServerModel
 from tuner.core.sandbox import Sandbox, SandboxState
+from tuner.core.system_server import unit_of_pid
 
 START_LIMIT = 900   # seconds a system server's start may take (mysql.service sets no start timeout of its own)
 SANDBOX_PLACEMENT = "50-innotier-placement.cnf"
@@ -36,20 +38,6 @@ UNITS = {Flavor.MARIADB: ("mariadb.service", "mysql.service"),
          Flavor.PERCONA: ("mysql.service", "mysqld.service")}
 
 
-# where packaged servers put their socket (Debian/Ubuntu, older Debian, RHEL/Fedora)
-SYSTEM_SOCKETS = ("/run/mysqld/mysqld.sock", "/var/run/mysqld/mysqld.sock", "/var/lib/mysql/mysql.sock")
-
-
-def system_socket(root: str = "/") -> str | None:
-    """The distro server's socket when one is there: `move plan/apply` without --sandbox/--socket/--host
-    moves the system server, as a DBA expects on the server's own host."""
-    for rel in SYSTEM_SOCKETS:
-        p = Path(root, rel.lstrip("/"))
-        if p.is_socket():
-            return str(p)
-    return None
-
-
 def systemd_is_pid1(proc_root: str = "/proc") -> bool:
     try:
         return Path(proc_root, "1", "comm").read_text().strip() == "systemd"
@@ -58,15 +46,17 @@ def systemd_is_pid1(proc_root: str = "/proc") -> bool:
 
 
 def system_conf_dir(root: str = "/") -> Path:
-    for rel in SYSTEM_CONF_DIRS:
-        p = Path(root, rel)
+    """Where the placement drop-in goes: the last directory the server's option files include (its files are read
+    last, and 99-... sorts last in it), else the first packaged conf.d that exists."""
+    included = [Path(root, d.lstrip("/")) for d in system_server.option_files(root).includedirs]
+    for p in [*reversed(included), *(Path(root, rel) for rel in SYSTEM_CONF_DIRS)]:
         if p.is_dir():
             return p
-    raise MoveError("no conf.d directory for a system server found (looked for "
-                    f"{', '.join('/' + r for r in SYSTEM_CONF_DIRS)}); create the one your my.cnf includes")
+    raise MoveError("no conf.d directory for a system server found (the option files include none, and none of "
+                    f"{', '.join('/' + r for r in SYSTEM_CONF_DIRS)} exists); create the one your my.cnf includes")
 
 
-SERVER_COMMS = ("mariadbd", "mysqld")
+SERVER_COMMS = system_server.SERVER_COMMS
 
 
 def server_pid(pid_file: str | None, proc_root: str = "/proc") -> int | None:
@@ -85,21 +75,6 @@ def server_binary(pid: int | None, proc_root: str = "/proc") -> str | None:
         return os.readlink(Path(proc_root, str(pid), "exe")) if pid else None
     except OSError:
         return None
-
-
-def unit_of_pid(pid: int, proc_root: str = "/proc") -> str | None:
-    """The systemd service whose cgroup holds ``pid`` (cgroup v2's ``0::`` line, or v1's name=systemd one)."""
-    try:
-        lines = Path(proc_root, str(pid), "cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in sorted(lines, key=lambda ln: not ln.startswith("0::")):
-        hierarchy, _, path = line.partition(":")[2].partition(":")
-        if hierarchy in ("", "name=systemd"):
-            units = [part for part in path.strip().split("/") if part.endswith(".service")]
-            if units:
-                return units[-1]
-    return None
 
 
 def system_unit(flavor: Flavor, root: str = "/") -> str | None:

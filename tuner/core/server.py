@@ -252,7 +252,10 @@ def model_from_variables(variables: dict[str, str], sandbox: str | None = None) 
     v = {k.lower(): ("" if val is None else str(val)) for k, val in variables.items()}
     flavor = flavor_from_version(v.get("version", ""), v.get("version_comment", ""))
     version = Version.parse(v.get("version", ""))
-    datadir = os.path.normpath(v.get("datadir") or "/var/lib/mysql")
+    if not v.get("datadir"):   # no guess: packages put it in different places (/var/lib/mariadb in Debian sid)
+        raise ServerError("the server's variables name no datadir, so innotier cannot tell where its files are; "
+                          "give variables as SHOW GLOBAL VARIABLES reports them (datadir included)")
+    datadir = os.path.normpath(v["datadir"])
     data_home = _abs(v.get("innodb_data_home_dir"), datadir)
     log_home = _abs(v.get("innodb_log_group_home_dir"), datadir)
     redo_dir = os.path.join(log_home, "#innodb_redo") if has_redo_directory(flavor, version) else log_home

@@ -4,22 +4,26 @@ The VM boots like a DBA's sid server (datadir_mover/lab/packaged_host.py; LAB_PA
 sid's mysql-server 9.7 as mysql.service under /etc/apparmor.d/usr.sbin.mysqld; mariadb-sid, sid's
 mariadb-server 11.8 as mariadb.service under /etc/apparmor.d/mariadbd): systemd is PID 1, apparmor.service
 has loaded the profile as the package installed it (its checksum is the package's, from dpkg's conffile
-list: the lab wrote no profile), the server runs on /var/lib/mysql.
+list: the lab wrote no profile), the server runs where its package put it: mysql-sid on /var/lib/mysql with
+/run/mysqld/mysqld.sock (compiled in), mariadb-sid on /var/lib/mariadb with /run/mariadbd/mysqld.sock.  innotier
+finds that socket itself (tuner.core.system_server: the running unit's listening socket), and HOME is the
+datadir the server reports at boot, so one file serves both packages.
 
 - `innotier move apply datadir --to /mnt/pmem/mysql` onto the DAX mount: the rule goes in the profile's
   local include, the server is active there, still enforced, no DENIED line, checksums equal;
-- the move back home (finalize, then `move apply datadir --to /var/lib/mysql`): the drop-in gone, the local
+- the move back home (finalize, then `move apply datadir --to HOME`): the drop-in gone, the local
   include as at boot, still enforced, no DENIED line, checksums equal;
 - the negative control last (a halted move would block the others): the datadir move with the AppArmor step
   left out (the planner is shown an apparmor.d without the profile, so it plans no rule) fails at START with
   a DENIED line in the kernel log naming the new path, and the mover rolls back or halts: the server active
-  on /var/lib/mysql, every row intact.
+  on HOME, every row intact.
 
 Run by tests/lab/test_lab_sid.py (opt-in: INNOTIER_LAB_SID=1); on any other guest it skips itself.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -35,6 +39,7 @@ from datadir_mover.move import plan as planmod
 from datadir_mover.move.executor import Executor
 from tuner.core.errors import MoveError
 from tuner.core.probe import file_is_dax
+from tuner.core import system_server
 from tuner.core.server import ConnectionSpec
 
 SERVER = packaged_host.SERVERS.get(os.environ.get("LAB_PACKAGED", ""))
@@ -49,16 +54,20 @@ PROFILE_NAME = SERVER.profile_name
 UNIT = SERVER.unit
 PACKAGE = SERVER.packages[0]
 COMM = Path(SERVER.binary).name
-HOME = "/var/lib/mysql"
 PMEM = "/mnt/pmem"
 TARGET = f"{PMEM}/mysql"
 DENIED_TARGET = f"{PMEM}/denied"
-SOCKET = "/run/mysqld/mysqld.sock"
 DROPIN = f"/{SERVER.conf_dir}/99-innotier-placement.cnf"
 
 
+@functools.cache
+def _found() -> system_server.FoundSocket:
+    """The server's socket as innotier finds it (what `move apply` without --socket uses), once: at boot."""
+    return system_server.find_socket()
+
+
 def _spec() -> ConnectionSpec:
-    return ConnectionSpec.from_options(socket=SOCKET)
+    return ConnectionSpec.from_options(socket=_found().socket)
 
 
 def _query(sql: str):
@@ -100,10 +109,13 @@ def _clear_denials() -> None:
 
 # What the package's own profile denies at every start of the server, moved or not (the first test shows them at
 # boot, before any move): sid's usr.sbin.mysqld allows /proc/*/status but not /proc/PID/cgroup, which MySQL 9.7
-# reads (as root in mysql-systemd-start's check and as mysql in the server).  Not innotier's to grant; every
-# other DENIED line counts.
+# reads (as root in mysql-systemd-start's check and as mysql in the server); sid's mariadbd profile does not let
+# MariaDB 11.8 read the kernel's list of loaded profiles (the server's check whether it is confined, for its
+# startup notice).  Not innotier's to grant; every other DENIED line counts, a moved path's above all.
 PACKAGE_GAPS = {"mysql-sid": re.compile(r'operation="open" class="file" profile="/usr/sbin/mysqld" '
-                                        r'name="/proc/\d+/cgroup" .*requested_mask="r"')}
+                                        r'name="/proc/\d+/cgroup" .*requested_mask="r"'),
+                "mariadb-sid": re.compile(r'operation="open" class="file" profile="mariadbd" '
+                                          r'name="/sys/kernel/security/apparmor/profiles" .*requested_mask="r"')}
 
 
 def _all_denials() -> list[str]:
@@ -128,7 +140,8 @@ def _active() -> str:
 
 @pytest.fixture(scope="module")
 def at_boot():
-    return {"local": Path(LOCAL).read_text(), "dropin": Path(DROPIN).exists()}
+    """The host as booted: the local include, no drop-in, and HOME: the datadir the package's server runs on."""
+    return {"local": Path(LOCAL).read_text(), "dropin": Path(DROPIN).exists(), "home": _datadir()}
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +152,9 @@ def rows():
     cur.execute("CREATE DATABASE IF NOT EXISTS shop")
     cur.execute("CREATE TABLE IF NOT EXISTS shop.orders (id INT PRIMARY KEY AUTO_INCREMENT, item VARCHAR(40), "
                 "qty INT) ENGINE=InnoDB")
-    if COMM == "mysqld":   # MySQL stops a recursive CTE at 1000 rows by default (MariaDB's limit is far higher)
-        cur.execute("SET SESSION cte_max_recursion_depth = 10000")
+    # both stop a recursive CTE at 1000 rows by default (MariaDB since 11.x: max_recursive_iterations = 1000)
+    cur.execute("SET SESSION cte_max_recursion_depth = 10000" if COMM == "mysqld" else
+                "SET SESSION max_recursive_iterations = 10000")
     cur.execute("INSERT INTO shop.orders (item, qty) WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 "
                 "FROM seq WHERE n < 5000) SELECT CONCAT('item-', n), n % 7 FROM seq")
     conn.close()
@@ -162,13 +176,14 @@ def _server_as_before(rows) -> None:
     assert mvhelpers.checksums(_spec()) == rows
 
 
-def test_the_host_runs_the_server_under_the_profile_the_package_ships(at_boot):
+def test_the_host_runs_the_server_under_the_profile_the_package_ships(request):
     assert Path("/proc/1/comm").read_text().strip() == "systemd"
     # the unit as booted, whatever follows (the first mariadb-sid boot could not be reached on its socket and
     # left no trace of why)
     record(f"{NAME}-unit-at-boot.txt", sh("systemctl", "status", "--no-pager", UNIT, check=False).stdout
            + sh("journalctl", "--no-pager", "-b", "-u", UNIT, check=False).stdout + "\n".join(_all_denials()) + "\n")
     assert _active() == "active", f"{UNIT} is {_active()} at boot: out/lab-sid/{NAME}-unit-at-boot.txt"
+    at_boot = request.getfixturevalue("at_boot")   # connects: after the record above, which a failure would lose
     assert sh("systemctl", "is-active", "apparmor.service").stdout.strip() == "active"
     # the profile is the package's conffile, byte for byte (dpkg recorded its md5 at install)
     conffiles = sh("dpkg-query", "-W", "-f", "${Conffiles}\n", PACKAGE).stdout
@@ -176,11 +191,20 @@ def test_the_host_runs_the_server_under_the_profile_the_package_ships(at_boot):
     assert shipped.get(PROFILE) == hashlib.md5(Path(PROFILE).read_bytes()).hexdigest(), conffiles
     assert _loaded_profiles().get(PROFILE_NAME) == "enforce"
     assert _server_confinement() == f"{PROFILE_NAME} (enforce)"
-    assert _datadir() == HOME
+    # innotier found the socket from the running unit itself (not from a list of guesses), and it is the server's
+    found, home = _found(), at_boot["home"]
+    assert found.source.startswith(f"{UNIT} (pid "), found
+    assert os.path.realpath(found.socket) == os.path.realpath(_query("SELECT @@socket")), found
+    # HOME is the package's own datadir: its profile grants it, its system schema is there
+    assert f"{home}/** rwk," in Path(PROFILE).read_text() and Path(home, "mysql").is_dir(), home
+    options = system_server.option_files()
     version = _query("SELECT @@version")
     record(f"{NAME}-host.txt", f"version {version}\n{sh('dpkg-query', '-W', PACKAGE).stdout}"
            f"{sh('uname', '-r').stdout}{sh('systemctl', '--version').stdout.splitlines()[0]}\n"
            f"{sh('apparmor_parser', '--version').stdout.splitlines()[0]}\n"
+           f"datadir {home}; socket {found.socket} (found: {found.source}); option files {list(options.files)} "
+           f"set socket={options.options.get('socket')} datadir={options.options.get('datadir')}; "
+           f"placement drop-in dir {DROPIN.rpartition('/')[0]}\n"
            f"boot denials: {_all_denials()}\n")
     assert version.startswith(SERVER.series), version
     assert _denials() == [], _denials()   # at boot, before any move: only the package's own gap, if any
@@ -218,16 +242,17 @@ def test_the_datadir_moves_back_home(rows, at_boot):
     move_id = moved[0]["move_id"]
     cli("move", "finalize", "--id", move_id, "--yes")
     _clear_denials()
-    out = cli("move", "apply", "datadir", "--to", HOME, "--yes").stdout
+    out = cli("move", "apply", "datadir", "--to", at_boot["home"], "--yes").stdout
     record(f"{NAME}-back-home.txt", out)
-    assert _datadir() == HOME
+    assert _datadir() == at_boot["home"]
     assert not Path(DROPIN).exists() and Path(LOCAL).read_text() == at_boot["local"]
     assert not at_boot["dropin"]
     _server_as_before(rows)
     record(f"{NAME}-checksums-at-end.txt", f"{mvhelpers.checksums(_spec())}\n")
 
 
-def test_without_the_apparmor_step_the_server_is_denied_the_new_path_and_the_move_rolls_back(rows, pmem, tmp_path):
+def test_without_the_apparmor_step_the_server_is_denied_the_new_path_and_the_move_rolls_back(rows, pmem, tmp_path,
+                                                                                            at_boot):
     # the rule step left out: the planner sees an apparmor.d without mysqld's profile and plans no rule, while
     # the kernel keeps enforcing the package's profile
     blind = tmp_path / "apparmor.d"
@@ -246,6 +271,6 @@ def test_without_the_apparmor_step_the_server_is_denied_the_new_path_and_the_mov
     assert "rolled back" in str(failed.value) or "run `innotier move rollback --id" in str(failed.value), failed.value
     assert any(DENIED_TARGET in ln and COMM in ln for ln in denied), (denied, str(failed.value))
     assert _active() == "active"
-    assert _datadir() == HOME
+    assert _datadir() == at_boot["home"]
     assert _server_confinement() == f"{PROFILE_NAME} (enforce)"
     assert mvhelpers.checksums(_spec()) == rows

@@ -80,7 +80,8 @@ def test_the_offline_estimate_costs_what_the_copy_reads_at_the_probed_rate(box, 
     timings = box.timings()
     assert e["shutdown_s"] == round(timings["stop_clean_s"], 2) and e["start_s"] == round(timings["start_s"], 2)
     expected = e["shutdown_s"] + e["copy_bytes"] / e["copy_rate_bytes_per_s"] + e["start_s"]
-    assert abs(e["downtime_s"] - expected) <= 0.051, (e, expected)
+    # downtime_s is rounded to 0.1 s from the unrounded parts, the parts shown to 0.01 s: 0.05 + 2 x 0.005
+    assert abs(e["downtime_s"] - expected) <= 0.0601, (e, expected)
     text = cli("move", "plan", "redo", "--to", target, "--sandbox", box.name, check=True).stdout
     assert "copy 1 file (" in text and "1 files" not in text, text
 

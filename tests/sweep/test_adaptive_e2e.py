@@ -86,7 +86,7 @@ def test_auto_repeats_stop_by_themselves_and_a_cpu_hog_block_is_flagged(tmp_path
         assert reason.startswith("max_blocks (3) reached") and blocks == 3, run["stop"]
     assert len(cells) == 2 * blocks and all(c.status == "ok" for c in cells)
     # the console names every comparison at the last look, decided ones with their interval too
-    last = out[out.index(f"after block {blocks}:"):]
+    last = out[out.index(f"\nafter block {blocks}:"):]
     for v in verdicts:
         label = "decided" if v.decided else "undecided"
         assert f"  {label}: {v.text()}" in last, last

@@ -232,6 +232,8 @@ class Runner:
                     break
                 self._record(store, c, self._run_cell(c, tiers, progress, todo), summary)
             if summary.stop is None and len(store.finished_cell_ids(plan.run_id)) == len(plan.cells):
+                if self.spec.adaptive:  # the last look: no block follows to print it before
+                    self._echo_verdicts(store, self._complete_blocks(store))
                 summary.stop = self._stop_record(store, "all blocks ran" if not self.spec.adaptive else
                                                  f"max_blocks ({self.spec.repeats}) reached")
                 store.finish_run(plan.run_id, summary.stop)
@@ -304,14 +306,20 @@ class Runner:
         blocks = self._complete_blocks(store)
         if blocks == 0:
             return None
+        verdicts = self._echo_verdicts(store, blocks)
+        d = stoprule.decide(self.spec.stop, blocks, self._spent(store), verdicts)
+        return self._stop_record(store, d.reason) if d.stop else None
+
+    def _echo_verdicts(self, store: ResultsStore, blocks: int) -> list:
+        """Every comparison after ``blocks`` blocks, decided ones too: the look that decides is the one a planner
+        acts on."""
         verdicts = self._verdicts(store)
         undecided = [v for v in verdicts if not v.decided]
         self.echo(f"after block {blocks}: {len(verdicts) - len(undecided)} of {len(verdicts)} comparisons decided")
-        for v in verdicts:  # the decided ones too: the look that decides is the one a planner acts on
+        for v in verdicts:
             label = "decided" if v.decided else "undecided"
             self.echo(f"  {label}: {v.text()}" + (f" ({v.quiet_text()})" if v.quiet else ""))
-        d = stoprule.decide(self.spec.stop, blocks, self._spent(store), verdicts)
-        return self._stop_record(store, d.reason) if d.stop else None
+        return verdicts
 
     def _live(self) -> bool:
         if self.opts.live is not None:

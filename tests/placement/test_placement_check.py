@@ -50,10 +50,14 @@ def test_an_advice_is_checked_by_a_sweep_with_every_file_where_the_cell_says(tpc
         store.put_profile(profile)
         store.put_tier(fast)
         store.put_advice(advisor.stored(advice, None))
-        plan = check.build(check.CheckRequest(naive=("largest tables",), blocks=1, warmup=1, duration=3,
-                                              interval=1), store)
+        plan = check.build(check.CheckRequest(naive=("largest tables",), budgets=(8 * MIB,), blocks=1, warmup=1,
+                                              duration=3, interval=1), store)
     names = [c.name for c in plan.cells]
     assert names[0].startswith("none") and names[-1] == "everything" and len(names) >= 3, names
+    # the advisor's pick at a second budget, from the same profile and tiers, is a cell too (alone or merged)
+    at_8 = next(c for c in plan.cells if "advisor at 8.0 MiB" in c.name)
+    assert at_8.bytes <= 8 * MIB and at_8.keys and at_8.predicted == advisor.advise(profile, fast, 8 * MIB).pick.saving
+    assert "the advisor's pick (and at 8.0 MiB)" in plan.spec_doc["description"]
     assert any(k.startswith("tpcc.") for c in plan.cells for k in c.placement), "no cell places a table"
     spec = plan.spec()
     assert spec.repeats == 1 and spec.workload.warehouses == 1 and spec.fixed["clients"] == 2
@@ -90,6 +94,13 @@ def test_an_advice_is_checked_by_a_sweep_with_every_file_where_the_cell_says(tpc
         assert r.tpmc and r.tpmc > 0 and r.measured_ratio is not None and r.measured_ratio > 0, r
         assert r.measured_low is None  # one block: no interval, and the note says so
     assert rows[names[0]].measured_ratio == 1.0 and rows[names[0]].bytes_placed == 0
+    # the calibrated model: nothing predicts 1x, everything predicts what everything measured, the rest between
+    every = rows["everything"]
+    assert rows[names[0]].calibrated_ratio == 1.0
+    assert every.calibrated_ratio == pytest.approx(every.measured_ratio)
+    for r in res.rows[1:-1]:
+        assert r.calibrated_ratio == pytest.approx(check.calibrated(r.predicted_share, every.measured_ratio))
+        assert min(1.0, every.measured_ratio) <= r.calibrated_ratio <= max(1.0, every.measured_ratio), r
     for c in plan.cells[1:]:
         r = rows[c.name]
         assert r.predicted == c.predicted and r.bytes_advised == c.bytes and r.bytes_placed > 0
@@ -97,6 +108,13 @@ def test_an_advice_is_checked_by_a_sweep_with_every_file_where_the_cell_says(tpc
     for c in table_cells:  # the tables' own files, as the cells' servers reported them
         assert rows[c.name].bytes_placed >= sum(profile.candidate(k).size_bytes for k in c.keys) // 2
     assert any("one block" in n for n in res.notes)
+    # the advisor's pick against the naive one of the same budget is asked in the same family (not after the fact)
+    separate = any(c.name.split(" = ")[0] == "advisor" for c in plan.cells) and "largest tables" in names
+    assert len(res.head_to_head) == int(separate), (names, res.head_to_head)
+    for pair in res.head_to_head:
+        assert pair["cell"].startswith("advisor") and pair["against"] == "largest tables" and pair["ratio"] > 0
+        assert pair["low"] is None and "needs at least 2 blocks" in pair["state"], pair
+        assert check.head_to_head_lines(res)[0].startswith(f"{pair['cell']} over largest tables: ")
     shown = check.result_rows(res)
     assert all(s["predicted ms/s"] != "" and s["measured x"].endswith("x") for s in shown)
     with PlacementStore(results) as store:
@@ -208,6 +226,12 @@ def test_bad_input_is_one_line_and_changes_nothing(cli, tmp_path, check_tier, in
     r = cli("placement", "check", "--results", good, "--plan", "--blocks", "1")
     assert r.returncode == 0, r.stderr
     assert "everything" in r.stdout and "tpcc.item: fast" in r.stdout and "predicted" in r.stdout
+    _unchanged(good, innotier_home)
+    # further budgets: the advice's own, one below every candidate, not a size: one line each, nothing run
+    _one_line(cli("placement", "check", "--results", good, "--plan", "--budget", "16M"), "advice's own budget")
+    _one_line(cli("placement", "check", "--results", good, "--plan", "--budget", "1M"), "smaller than every",
+              "larger --budget")
+    _one_line(cli("placement", "check", "--results", good, "--plan", "--budget", "lots"), "--budget", "not a size")
     _unchanged(good, innotier_home)
     with PlacementStore(good) as store:
         with pytest.raises(UsageError, match="--blocks 0"):

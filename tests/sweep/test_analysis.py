@@ -232,3 +232,32 @@ def test_an_undecided_page_size_names_the_servers_default_not_the_cell_that_meas
     assert not finding.established and finding.winner.settings["page_size"] == "4k"
     assert finding.chosen.settings["page_size"] == "16k"
     assert "Safe default: page size 16k (a default, not a finding of this sweep)." in finding.text
+
+
+def test_a_comparison_added_by_the_caller_is_answered_in_the_same_family():
+    """`also` (the placement check's advisor-over-naive) is one more planned comparison: it is answered, and
+    every interval of the family widens with it (the error is shared by one more comparison, never added after
+    the fact)."""
+    from tuner.sweep.analysis import family_target, planned
+
+    three = {"placement": [{"datadir": "disk"}, {"datadir": "tmpfs"}, {"datadir": "pmem"}]}
+    truth = {"disk": 1000.0, "tmpfs": 1800.0, "pmem": 1500.0}
+    rng = random.Random(3)
+    cells = []
+    for b in range(1, 6):
+        f = 1.0 + rng.uniform(-0.2, 0.2)
+        for i, (tier, mu) in enumerate(truth.items()):
+            c = _cell(b, tier, "ON", mu * f * math.exp(rng.gauss(0, 0.03)), idx=b * 3 + i)
+            cells.append(CellRecord(**{**c.__dict__, "settings": {"placement": {"datadir": tier}, "clients": 4},
+                                       "config_key": tier}))
+    also = (("placement", {"datadir": "tmpfs"}, {"datadir": "pmem"}),)
+    assert len(planned(three, also=also)) == len(planned(three)) + 1
+    assert family_target(Target(adaptive=False), three, also=also).comparisons == 3
+    configs = configs_from(cells, three)
+    alone = {(v.num, v.den): v for v in questions(configs, three, Target(adaptive=False))}
+    family = {(v.num, v.den): v for v in questions(configs, three, Target(adaptive=False), also=also)}
+    head = family[("tmpfs", "pmem")]
+    assert head.ratio.decided and 1.1 < head.ratio.ratio < 1.3 and head.ratio.low > 1.0
+    for key, v in alone.items():  # same estimates, wider intervals
+        assert family[key].ratio.ratio == pytest.approx(v.ratio.ratio)
+        assert family[key].ratio.high - family[key].ratio.low > v.ratio.high - v.ratio.low

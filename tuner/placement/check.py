@@ -9,6 +9,8 @@ the results store's ``placement_checks``).
 The cells, one placement axis of the sweep, "none" first (every comparison is against it):
   none            nothing moved: every file on the slow tier
   advisor         the advice's pick, each component and table of it on the fast tier
+  advisor at B    (with --budget B, repeatable) the advisor's pick at another budget, from the same profile and
+                  tiers: predicted against measured at several budgets in one design
   largest tables  the naive pick of the same budget (the advice's own, computed beside the pick)
   redo alone      the redo log alone
   everything      the whole datadir on the fast tier
@@ -25,7 +27,10 @@ workload, the sweep measures throughput.  Both are shown as they are, and each a
 everything gives (predicted saving / everything's; measured gain - 1 / everything's gain - 1), which is the
 number the issue's goal is stated in.  A throughput ratio is also predicted by a closed-loop model:
 C clients that spend S of their C client-seconds per second waiting on I/O the tier saves go C / (C - S)
-times faster, if all of that wait was in the clients' foreground (background writes are not).
+times faster, if all of that wait was in the clients' foreground (background writes are not).  Where the
+slow tier costs more than the counted waits (locks held across slow reads, waits for free pages), that
+model is far too low; a second one, calibrated on everything's measured ratio E, predicts each pick's
+ratio from its predicted share p by the residence-time law, 1 / (1 - p (1 - 1/E)) (``calibrated``).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from tuner.core.probe import mount_of
 from tuner.core.sandbox import ServerBinaries, binaries_for_server, find_binaries
 from tuner.core.server import Version
 from tuner.core.units import format_size, human_size
+from tuner.placement.advisor import advise
 from tuner.placement.model import COMPONENT_KINDS, Pick, StoredAdvice, TierCost
 from tuner.placement.store import PlacementStore
 from tuner.placement.tiercost import check_mount
@@ -55,6 +61,7 @@ from tuner.sweep.spec import DEFAULT_PLACEMENT, GOLDEN_TABLES, TABLE_DATABASE, S
 
 SLOW, FAST = "slow", "fast"
 NAIVE = ("largest tables", "redo alone")
+AT_BUDGET = "advisor at "
 # every cell starts with a cold buffer pool: a table placed by the server gets a new tablespace id, so the
 # golden copy's buffer-pool dump would warm every table but the moved ones
 FIXED_OPTIONS = {"innodb_buffer_pool_load_at_startup": "OFF"}
@@ -66,6 +73,7 @@ class CheckRequest:
     server: str | None = None           # an installed server distribution; None: the host's server
     slow: str | None = None             # a directory for the files left in place; None: see slow_tier()
     naive: tuple[str, ...] = NAIVE
+    budgets: tuple[int, ...] = ()       # more budgets to pick at (bytes), beside the advice's own
     blocks: int = 3
     clients: int | None = None          # None: the profile's
     warehouses: int | None = None
@@ -131,6 +139,7 @@ class CheckRow:
     predicted_high: float | None
     predicted_share: float | None       # of everything's predicted saving
     predicted_ratio: float | None       # the closed-loop model's throughput ratio
+    calibrated_ratio: float | None      # the residence-time law calibrated on everything's measured ratio
     tpmc: float | None                  # geometric mean over the blocks
     measured_ratio: float | None
     measured_low: float | None
@@ -151,10 +160,12 @@ class CheckResult:
     blocks: int
     rows: tuple[CheckRow, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    head_to_head: tuple[dict[str, Any], ...] = ()   # the advisor's pick over the naive one, same family
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "advice_id": self.advice_id, "checked_at": self.checked_at,
-                "blocks": self.blocks, "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes)}
+                "blocks": self.blocks, "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes),
+                "head_to_head": list(self.head_to_head)}
 
 
 # ---- request -> plan ------------------------------------------------------------------------------
@@ -174,12 +185,13 @@ def build(request: CheckRequest, store: PlacementStore) -> CheckPlan:
     _same_server(stored, profile.server, bins, request.server)
     settings = profile.workload.get("settings") or {}
     clients = int(settings.get("clients") or 8)
-    cells = tuple(_cells(advice, profile, request.naive))
+    here = store.tier(stored.here_tier_id) if stored.here_tier_id else None
+    cells = tuple(_cells(advice, profile, request.naive, _picks_at(request.budgets, advice, profile, target, here)))
     doc = _spec_doc(request, stored, profile.server, settings, profile.workload.get("result") or {},
                     slow_tier(request.slow, store, stored), target, cells)
     notes = list(advice.notes)
     notes += [f"{c.name} holds {human_size(c.bytes)}, more than the budget of {human_size(advice.budget_bytes)}"
-              for c in cells[1:-1] if c.bytes > advice.budget_bytes]
+              for c in cells[1:-1] if c.bytes > advice.budget_bytes and not c.name.startswith(AT_BUDGET)]
     if advice.measured_wait <= 0:
         notes.append("the profile measured no I/O wait: every prediction is zero")
     return CheckPlan(stored, target, dict(profile.server), clients, cells, doc, tuple(notes))
@@ -255,12 +267,25 @@ def _table_key(key: str) -> str:
     return sweep_key
 
 
-def _cells(advice, profile, naive: tuple[str, ...]) -> list[CheckCell]:
+def _picks_at(budgets: tuple[int, ...], advice, profile, target: TierCost, here: TierCost | None) -> list[Pick]:
+    """The advisor's pick at each further budget, priced as the stored advice was (same profile, tiers)."""
+    out = []
+    for budget in sorted(set(budgets)):
+        if budget == advice.budget_bytes:
+            raise UsageError(f"--budget {format_size(budget)} is the advice's own budget; give other budgets "
+                             "(the advice's pick is a cell already)")
+        pick = advise(profile, target, budget, here).pick  # its one-line refusals: too small, more than free
+        out.append(Pick(f"{AT_BUDGET}{human_size(budget)}", pick.keys, pick.size_bytes, pick.saving, pick.low,
+                        pick.high))
+    return out
+
+
+def _cells(advice, profile, naive: tuple[str, ...], more: list[Pick] = ()) -> list[CheckCell]:
     by_name = {p.name: p for p in advice.naive}
     unknown = [n for n in naive if n not in NAIVE]
     if unknown:
         raise UsageError(f"--naive {unknown[0]!r} is unknown; give {' or '.join(repr(n) for n in NAIVE)}")
-    picks: list[Pick] = [Pick("none", (), 0, 0.0, None, None), advice.pick]
+    picks: list[Pick] = [Pick("none", (), 0, 0.0, None, None), advice.pick, *more]
     picks += [by_name[n] for n in naive if n in by_name and by_name[n].keys]
     everything = by_name.get("everything")
     out: list[CheckCell] = []
@@ -303,8 +328,10 @@ def _spec_doc(request: CheckRequest, stored: StoredAdvice, server: Mapping[str, 
     return {
         "name": "placement-check-" + stored.advice_id.replace("_", "-")[-40:],
         "description": f"Advice {stored.advice_id} ({human_size(stored.advice.budget_bytes)} on "
-                       f"{target.mountpoint}) checked by measurement: nothing moved, the advisor's pick, naive picks "
-                       "of the same budget, everything on the tier (issue 31, item 4).",
+                       f"{target.mountpoint}) checked by measurement: nothing moved, the advisor's pick"
+                       + (f" (and at {', '.join(c.name[len(AT_BUDGET):] for c in cells if c.name.startswith(AT_BUDGET))})"
+                          if any(c.name.startswith(AT_BUDGET) for c in cells) else "")
+                       + ", naive picks of the same budget, everything on the tier (issue 31, item 4).",
         "workload": {"driver": "builtin", "mode": settings.get("mode") or "procedures", "warehouses": int(warehouses),
                      "warmup": request.warmup, "duration": request.duration, "interval": request.interval},
         "repeats": request.blocks,
@@ -331,8 +358,12 @@ def result(plan: CheckPlan, results_path: str | None) -> CheckResult:
     with PlacementStore(results_path) as store:
         cells = store.results.cells(spec.run_id)
     configs = configs_from(cells, spec.axes)
-    verdicts = {_key(v.num_configs[0].settings["placement"]): v
-                for v in questions(configs, spec.axes, spec.target(), spec.exclude, spec.fixed) if v.num_configs}
+    also = head_to_head(plan)
+    none = _key(plan.cells[0].placement)
+    answered = [v for v in questions(configs, spec.axes, spec.target(), spec.exclude, spec.fixed, also)
+                if v.num_configs and v.den_configs]
+    verdicts = {_key(v.num_configs[0].settings["placement"]): v for v in answered
+                if _key(v.den_configs[0].settings["placement"]) == none}
     by_cell = {_key(c.settings["placement"]): c for c in configs}
     every = plan.everything
     every_ratio = _ratio(verdicts.get(_key(every.placement)))
@@ -346,6 +377,7 @@ def result(plan: CheckPlan, results_path: str | None) -> CheckResult:
             predicted=c.predicted, predicted_low=c.low, predicted_high=c.high,
             predicted_share=c.predicted / every.predicted if every.predicted > 0 else None,
             predicted_ratio=closed_loop(plan.clients, c.predicted),
+            calibrated_ratio=calibrated(c.predicted / every.predicted if every.predicted > 0 else None, every_ratio),
             tpmc=cfg.summary.mean if cfg and cfg.summary else None, measured_ratio=ratio,
             measured_low=v.ratio.low if v and v.ratio else None, measured_high=v.ratio.high if v and v.ratio else None,
             measured_state=("reference" if c is plan.cells[0] else
@@ -358,11 +390,44 @@ def result(plan: CheckPlan, results_path: str | None) -> CheckResult:
     if blocks < 2:
         notes.append("one block: every measured gain is a single ratio without an interval; run --blocks 3 or more "
                      "to decide anything")
+    pairs = tuple(_head_to_head_row(plan, v) for v in answered if _key(v.den_configs[0].settings["placement"]) != none)
     res = CheckResult(spec.run_id, plan.stored.advice_id, datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      blocks, tuple(rows), tuple(notes))
+                      blocks, tuple(rows), tuple(notes), pairs)
     with PlacementStore(results_path) as store:
         store.put_check(res.run_id, res.advice_id, res.checked_at, res.to_dict())
     return res
+
+
+def head_to_head(plan: CheckPlan) -> tuple[tuple[str, Any, Any], ...]:
+    """The advisor's pick against the naive pick of the same budget, asked in the same family as every
+    comparison with "none" (so the check's intervals all widen by one comparison, never by a look after the fact)."""
+    advisor = next((c for c in plan.cells if c.name.split(" = ")[0] == "advisor"), None)
+    naive = next((c for c in plan.cells if c.name == "largest tables"), None)
+    if advisor is None or naive is None:
+        return ()  # the two picks are one cell, or the naive pick was not asked
+    return (("placement", dict(advisor.placement), dict(naive.placement)),)
+
+
+def _head_to_head_row(plan: CheckPlan, v: Verdict) -> dict[str, Any]:
+    name = lambda cfg: plan.cell_for(cfg.settings["placement"]).name  # noqa: E731
+    return {"cell": name(v.num_configs[0]), "against": name(v.den_configs[0]), "ratio": _ratio(v),
+            "low": v.ratio.low if v.ratio else None, "high": v.ratio.high if v.ratio else None,
+            "state": v.ratio.state() if v.ratio else v.missing}
+
+
+def calibrated(share: float | None, everything: float | None) -> float | None:
+    """1 / (1 - p (1 - 1/E)): the throughput ratio of a pick predicted to save the share p of the I/O wait, when
+    moving everything measured E.
+
+    A transaction's residence time R is what the clients cycle through; moving everything leaves R / E, so
+    R (1 - 1/E) is what the fast tier can remove, including what the file waits do not count (locks held
+    across slow reads, waits for free pages).  The pick is assumed to remove its share of that.  It uses one
+    measured cell (everything) and predicts the others, which the closed-loop model cannot do where the
+    counted wait is a fraction of what the slow tier costs (docs/placement.md has the run that showed it)."""
+    if share is None or everything is None or everything <= 0:
+        return None
+    rest = 1 - share * (1 - 1 / everything)
+    return 1 / rest if rest > 0 else None
 
 
 def closed_loop(clients: int, saving: float) -> float | None:
@@ -418,7 +483,7 @@ def _where(cfg, cell: CheckCell, fast: str) -> str:
 
 CELL_COLUMNS = ["cell", "moves", "bytes", "predicted ms/s", "95% interval"]
 RESULT_COLUMNS = ["cell", "bytes advised", "bytes placed", "predicted ms/s", "predicted share", "model x",
-                  "measured x", "interval", "measured share", "tpmC", "files", "state"]
+                  "calibrated x", "measured x", "interval", "measured share", "tpmC", "files", "state"]
 
 
 def _ms(x: float | None) -> str:
@@ -445,11 +510,18 @@ def result_rows(res: CheckResult) -> list[dict[str, Any]]:
         out.append({"cell": r.name, "bytes advised": human_size(r.bytes_advised),
                     "bytes placed": "" if r.bytes_placed is None else human_size(r.bytes_placed),
                     "predicted ms/s": _ms(r.predicted), "predicted share": _pct(r.predicted_share),
-                    "model x": _x(r.predicted_ratio), "measured x": _x(r.measured_ratio),
+                    "model x": _x(r.predicted_ratio), "calibrated x": _x(r.calibrated_ratio),
+                    "measured x": _x(r.measured_ratio),
                     "interval": "" if r.measured_low is None else f"[{r.measured_low:.2f}, {r.measured_high:.2f}]",
                     "measured share": _pct(r.measured_share), "tpmC": "" if r.tpmc is None else f"{r.tpmc:,.0f}",
                     "files": r.placed_where, "state": r.measured_state})
     return out
+
+
+def head_to_head_lines(res: CheckResult) -> list[str]:
+    return [f"{p['cell']} over {p['against']}: " + ("not answered: " + str(p["state"]) if p["ratio"] is None else
+            f"{p['ratio']:.2f}x" + ("" if p["low"] is None else f" [{p['low']:.2f}, {p['high']:.2f}]")
+            + f", {p['state']}") for p in res.head_to_head]
 
 
 def describe(plan: CheckPlan, echo: Callable[[str], None] = print) -> None:

@@ -6,7 +6,7 @@ import sys
 
 from tuner.core.cliutil import print_json, print_table
 from tuner.core.errors import UsageError
-from tuner.core.units import format_duration
+from tuner.core.units import format_duration, parse_size
 from tuner.placement import check
 from tuner.placement.store import PlacementStore
 from tuner.sweep.plan import print_plan
@@ -23,6 +23,9 @@ def add_arguments(c) -> None:
                                                  "--here tier if it is a mount of its own, else $INNOTIER_HOME's disk)")
     c.add_argument("--naive", action="append", choices=check.NAIVE,
                    help="naive picks beside the advisor's (repeatable; default both)")
+    c.add_argument("--budget", action="append", metavar="SIZE",
+                   help="also check the advisor's pick at this budget (repeatable, e.g. --budget 16M --budget 128M): "
+                        "predicted against measured at several budgets in one design")
     c.add_argument("--blocks", type=int, default=3, help="blocks of the design, each runs every cell once in a "
                                                          "random order (default 3; 1 gives no interval)")
     c.add_argument("--clients", type=int, help="TPC-C terminals (default: the profile's)")
@@ -39,7 +42,8 @@ def request_from_args(args) -> check.CheckRequest:
         if getattr(args, name) < (0 if name == "warmup" else 1):
             raise UsageError(f"--{name} {getattr(args, name):g} is not valid; give a positive number of seconds")
     return check.CheckRequest(advice=args.advice, server=args.server, slow=args.slow,
-                              naive=tuple(args.naive) if args.naive else check.NAIVE, blocks=args.blocks,
+                              naive=tuple(args.naive) if args.naive else check.NAIVE,
+                              budgets=tuple(parse_size(b, "--budget") for b in args.budget or ()), blocks=args.blocks,
                               clients=args.clients, warehouses=args.warehouses, buffer_pool=args.buffer_pool,
                               warmup=args.warmup, duration=args.duration, interval=args.interval)
 
@@ -72,6 +76,8 @@ def cmd_check(args) -> int:
     else:
         print_table(check.result_rows(res), check.RESULT_COLUMNS,
                     title="predicted (advice) beside measured (throughput over none)", fold=("files",))
+        for line in check.head_to_head_lines(res):
+            print(line)
         for note in res.notes:
             print(f"note: {note}")
         print(f"stored as check {res.run_id} in {summary.results}; the sweep's report: `innotier sweep report "

@@ -267,6 +267,9 @@ def _group_text(g_axis: str | None, g_val: Any) -> str:
     return f" on {value_label('placement', g_val)}"
 
 
+Also = tuple[tuple[str, Any, Any], ...]  # (axis, value, ref): comparisons added to the spec's own
+
+
 @dataclass(frozen=True)
 class Planned:
     """One comparison the spec asks, known before any data: ``value`` against ``ref`` on ``axis``."""
@@ -311,16 +314,17 @@ def _contrast(cells: list[dict[str, Any]], q: Planned, axes: dict[str, Any]) -> 
 
 
 def planned(axes: dict[str, Any], exclude: list[dict[str, Any]] | None = None,
-            fixed: dict[str, Any] | None = None) -> list[Planned]:
-    """Every comparison the spec asks: placement first, then the other axes in the spec's order.
+            fixed: dict[str, Any] | None = None, also: Also = ()) -> list[Planned]:
+    """Every comparison the spec asks: placement first, then the other axes in the spec's order, then ``also``
+    (comparisons between two values of one axis that a caller adds to the family, e.g. two picks of a check).
 
     A comparison whose side the spec's ``exclude:`` removes is not asked (a 3-cell design of 2 x 2 axes asks 2)."""
-    return [q for q, contrast in _design(axes, exclude, fixed)[1]]
+    return [q for q, contrast in _design(axes, exclude, fixed, also)[1]]
 
 
 def _design(axes: dict[str, Any], exclude: list[dict[str, Any]] | None,
-            fixed: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[tuple[Planned, tuple]]]:
-    """The design's cells, and each planned comparison with its contrast over them."""
+            fixed: dict[str, Any] | None, also: Also = ()) -> tuple[list[dict[str, Any]], list[tuple[Planned, tuple]]]:
+    """The design's cells, and each planned comparison with its contrast over them (``also``'s last)."""
     cells = _cells(axes, exclude or [], fixed)
     out = []
     for axis, values in sorted(axes.items(), key=lambda kv: kv[0] != "placement"):
@@ -333,14 +337,19 @@ def _design(axes: dict[str, Any], exclude: list[dict[str, Any]] | None,
                 num, den = _contrast(cells, q, axes)
                 if num and den:
                     out.append((q, (num, den)))
+    for axis, value, ref in also:
+        q = Planned(axis, None, None, value, ref)
+        num, den = _contrast(cells, q, axes)
+        if num and den:
+            out.append((q, (num, den)))
     return cells, out
 
 
 def family_target(target: Target, axes: dict[str, Any], exclude: list[dict[str, Any]] | None = None,
-                  fixed: dict[str, Any] | None = None) -> Target:
+                  fixed: dict[str, Any] | None = None, also: Also = ()) -> Target:
     """The target with its family: the number of planned comparisons shares the error, and the whole procedure
     (the choice between the model and the paired fallback included) is calibrated on the design's cells."""
-    cells, asked = _design(axes, exclude, fixed)
+    cells, asked = _design(axes, exclude, fixed, also)
     return dataclasses.replace(target, comparisons=max(len(asked), 1), cells=len(cells),
                                contrasts=tuple(c for _, c in asked))
 
@@ -375,12 +384,13 @@ def model_fit(configs: list[Config]) -> TwoWay | None:
 
 
 def questions(configs: list[Config], axes: dict[str, Any], target: Target | None = None,
-              exclude: list[dict[str, Any]] | None = None, fixed: dict[str, Any] | None = None) -> list[Verdict]:
+              exclude: list[dict[str, Any]] | None = None, fixed: dict[str, Any] | None = None,
+              also: Also = ()) -> list[Verdict]:
     """Every planned comparison, each answered (the two-way model when it holds, else paired) or said missing."""
-    target = family_target(target or Target(adaptive=False), axes, exclude, fixed)
+    target = family_target(target or Target(adaptive=False), axes, exclude, fixed, also)
     tw = model_fit(configs)
     out: list[Verdict] = []
-    for q in planned(axes, exclude, fixed):
+    for q in planned(axes, exclude, fixed, also):
         num, den = _sides(q, configs, axes)
         ok = all(c.runs and c.checks_ok for c in num + den) and num and den
         blocks = _common_blocks(num + den) if ok else []

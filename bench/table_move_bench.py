@@ -2,7 +2,7 @@
 """A table moved onto a RAM tier and back while the built-in TPC-C runs: what clients see.
 
     .venv/bin/python bench/table_move_bench.py [--server mariadb-10.11|mariadb-11.8|mysql-9.7] [--table stock]
-        [--warehouses 1] [--clients 8] [--before 20] [--gap 10] [--tier DIR] [-o out.json]
+        [--warehouses 1] [--clients 8] [--mode procedures|statements] [--before 20] [--gap 10] [--tier DIR] [-o out.json]
 
 A fresh sandbox (256M buffer pool) is loaded with W warehouses; on MySQL its tier root is registered first
 (`table-move register-root`: the one restart, before any client runs).  TPC-C runs with 1-s intervals:
@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--server", default="mariadb-10.11", help="mariadb-10.11 (the host's), mariadb-11.8, mysql-9.7")
     ap.add_argument("--table", default="stock")
+    ap.add_argument("--mode", default="procedures", help="the driver's mode: procedures (default) or statements")
     ap.add_argument("--warehouses", type=int, default=1)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--before", type=float, default=20.0)
@@ -195,13 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         os.kill(os.getpid(), signal.SIGTERM)  # ends the run cleanly (partial result)
 
     threading.Thread(target=mover, daemon=True).start()
-    cfg = RunConfig(clients=args.clients, warmup=5, duration=3600, interval=1.0)
+    cfg = RunConfig(clients=args.clients, warmup=5, duration=3600, interval=1.0, mode=args.mode)
     wall0 = time.monotonic()
     result = tpcc_run(spec, cfg, measurement, on_interval=timeline.add)
     elapsed = time.monotonic() - wall0
     restarts = 0 if uptime(spec) - up0 >= elapsed - 2 else 1
     first = moves["in"]["start"] if "in" in moves else float("inf")
-    report = {"server": f"{args.server} {sb.version}", "table": args.table, "warehouses": args.warehouses,
+    report = {"server": f"{args.server} {sb.version}", "table": args.table, "mode": args.mode, "warehouses": args.warehouses,
               "clients": args.clients, "run_errors": result.errors, "run_retries": result.retries,
               "error_messages": result.extra.get("error_messages"),
               "restarts": restarts, "before": {**summary(timeline.before(first)),

@@ -3,17 +3,18 @@
 Every byte of the source is read, holes included: a range is left unwritten (a hole on the
 target) only where the file system's extent map says it is a hole *and* the bytes read there
 are zeros, so a wrong ``SEEK_DATA`` answer can never turn data into zeros, offline or online
-(where the server may also write into a hole after the map was read).  A source allocated whole
-(no hole: a tablespace, a preallocated redo log) is copied by its bytes alone: a chunk of zeros is
-left unwritten whatever the map says, any other chunk is written whole, and every range left
-unwritten is then allocated (``_allocate_like``), so the target is allocated whole as the source is
-and holds the same bytes; a cached run of zeros (a warm redo log's unwritten extents, which the map
-then calls data) costs the target an allocation, not a copy.  Where the target cannot allocate
-(ramfs) the map's rule applies.  Zeros are known from the blocks' digests, the ones the read-back
-compares with.  The bytes are read into
+(where the server may also write into a hole after the map was read).  The bytes are read into
 this thread's buffer, hashed there and written from it, so the bytes hashed are the bytes
 written even while the server writes; one fsync per file.  A stopped source's pages that are
 not cached are read with ``O_DIRECT`` (``blocks.Source``): a cold datadir costs no page cache.
+
+A source allocated whole (no hole: a tablespace, a preallocated redo log) gets no hole either, so
+its map is not asked: a chunk of zeros is left unwritten, any other chunk is written whole, and
+every range left unwritten is then allocated (``_allocate_like``): the target is allocated whole
+and holds the bytes read.  A cached run of zeros (a warm redo log's unwritten extents, which the
+map then calls data) costs the target an allocation, not a copy.  Zeros are known from the block
+digests, the ones the read-back compares with.  Where the target cannot allocate (ramfs) the
+map's rule applies.
 
 The paths given name their directory through a checked descriptor (``safe_fs.Tree.path``): only the
 last component is resolved here, with ``O_NOFOLLOW``; owner, mode and times are set on the open file.

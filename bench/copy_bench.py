@@ -29,6 +29,8 @@ cache: median and range of each side, each side's median when it ran first and w
 effect, shown), the paired ratio of every round (cp's time over ours in the same round: > 1 means faster
 than ``cp -a``), their median and a distribution-free interval for it (order statistics of the paired
 ratios, with its coverage), and the load average.  The machine may be shared: read spreads accordingly.
+Each side's CPU seconds (user + system, all threads: this process's for innotier, the child's for
+``cp -a``) are printed too: on a loaded machine they, not the times, say what each side costs.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,6 +69,7 @@ class Datadir:
     sandbox: str
     files: list[Path]
     times: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (cache, side) -> seconds, by round
+    cpu: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (cache, side) -> CPU seconds, by round
     firsts: dict[str, list[str]] = field(default_factory=dict)  # cache -> the side that ran first, by round
     resident: list[int] = field(default_factory=list)  # source bytes still cached after each drop
 
@@ -134,17 +138,25 @@ def warm_cache(d: Datadir) -> None:
     subprocess.run(["cat"] + [str(f) for f in d.files], stdout=subprocess.DEVNULL, check=True)
 
 
-def measure(d: Datadir, cache: str, side: str, tier: Path) -> float:
+def cpu_seconds(side: str) -> float:
+    """User + system CPU seconds so far of this process (innotier's copy runs in it) or of its waited-for children
+    (``cp -a``)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF if side == "innotier" else resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def measure(d: Datadir, cache: str, side: str, tier: Path) -> tuple[float, float]:
+    """(seconds, CPU seconds) of one copy."""
     dst = tier / f"w{d.warehouses}-{side.replace(' ', '')}"
     if cache == "cold":
         d.resident.append(drop_cache(d))
     else:
         warm_cache(d)
-    t0 = time.monotonic()
+    c0, t0 = cpu_seconds(side), time.monotonic()
     (run_innotier if side == "innotier" else run_cp)(d.path, dst)
-    elapsed = time.monotonic() - t0
+    elapsed, cpu = time.monotonic() - t0, cpu_seconds(side) - c0
     shutil.rmtree(dst)
-    return elapsed
+    return elapsed, cpu
 
 
 def pair_order(r: int) -> tuple[str, str]:
@@ -159,9 +171,10 @@ def rounds(datadirs: list[Datadir], caches: list[str], repeat: int, tier: Path) 
         for d, cache in pairs[r % len(pairs):] + pairs[:r % len(pairs)]:  # the pairs rotated by one place a round
             order = pair_order(r)
             for side in order:
-                t = measure(d, cache, side, tier)
+                t, cpu = measure(d, cache, side, tier)
                 d.times.setdefault((cache, side), []).append(t)
-                line.append(f"W={d.warehouses} {cache} {side} {t:.2f} s")
+                d.cpu.setdefault((cache, side), []).append(cpu)
+                line.append(f"W={d.warehouses} {cache} {side} {t:.2f} s ({cpu:.2f} s CPU)")
             d.firsts.setdefault(cache, []).append(order[0])
         print(f"  round {r + 1}: " + ", ".join(line) + f" (load average {loadavg()})", flush=True)
 
@@ -196,6 +209,12 @@ def report(d: Datadir, cache: str) -> None:
     print(f"  paired ratio cp -a time / innotier time, by round: {', '.join(f'{q:.2f}' for q in ratios)}; "
           f"median {statistics.median(ratios):.2f}, interval {lo:.2f}-{hi:.2f} ({coverage:.0%} coverage); "
           f"innotier first {by_order['innotier']:.2f}, cp -a first {by_order['cp -a']:.2f}", flush=True)
+    cpu = {s: d.cpu[cache, s] for s in SIDES}
+    cpu_ratios = [c / i for c, i in zip(cpu["cp -a"], cpu["innotier"])]
+    print(f"  CPU seconds (user + system): innotier median {statistics.median(cpu['innotier']):.2f} "
+          f"(runs {', '.join(f'{x:.2f}' for x in cpu['innotier'])}), cp -a median "
+          f"{statistics.median(cpu['cp -a']):.2f} (runs {', '.join(f'{x:.2f}' for x in cpu['cp -a'])}); "
+          f"paired CPU ratio cp -a / innotier median {statistics.median(cpu_ratios):.2f}", flush=True)
 
 
 def main() -> int:

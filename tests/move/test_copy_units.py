@@ -5,7 +5,9 @@ cache where it is not cached."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -169,11 +171,15 @@ def _cached(path) -> bytes:
         os.close(fd)
 
 
-def _all_data(tmp_path, cache: str = "cached"):
+def _all_data(tmp_path, cache: str = "cached", layout: str = "allocated"):
+    """A source whose first 3 MiB are data everywhere: the whole file (``allocated``: copied by its bytes alone), or
+    followed by a 5 MiB hole (``sparse``: copied by the extent map's rule, checked against the bytes)."""
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.mkdir()
     dst.mkdir()
     (src / "ibdata1").write_bytes(os.urandom(3 * MiB))  # data everywhere, no hole
+    if layout == "sparse":
+        os.truncate(src / "ibdata1", 8 * MiB)
     if cache == "uncached":  # read with O_DIRECT by a copy of the stopped source
         _drop_cache(src / "ibdata1")
     return src, dst
@@ -207,12 +213,13 @@ def test_stopped_source_is_read_past_the_page_cache_where_it_is_not_cached(tmp_p
     assert os.stat(dst / "ibdata1").st_blocks * 512 < 3 * MiB, "holes were filled"
 
 
+@pytest.mark.parametrize("layout", ["allocated", "sparse"])
 @pytest.mark.parametrize("cache", ["cached", "uncached"])
-def test_offline_copy_copies_data_the_extent_map_calls_a_hole(tmp_path, monkeypatch, cache):
+def test_offline_copy_copies_data_the_extent_map_calls_a_hole(tmp_path, monkeypatch, cache, layout):
     """Fault injected: the file system's extent map reports [1 MiB, 2 MiB) of a stopped source as a hole.  The copy
     reads it all the same (through the page cache, or past it when the source is not cached), finds it is not
     zeros and writes it."""
-    src, dst = _all_data(tmp_path, cache)
+    src, dst = _all_data(tmp_path, cache, layout)
     monkeypatch.setattr(blocks, "data_extents", _lying_map(blocks.data_extents, MiB, 2 * MiB))
     with open(src / "ibdata1", "rb") as fh:
         assert blocks.data_extents(fh.fileno(), 0, 3 * MiB) == [(0, MiB), (2 * MiB, 3 * MiB)]
@@ -221,13 +228,15 @@ def test_offline_copy_copies_data_the_extent_map_calls_a_hole(tmp_path, monkeypa
     assert m.records["ibdata1"].verified and m.records["ibdata1"].digest == digest_file(str(src / "ibdata1"))
 
 
+@pytest.mark.parametrize("layout", ["allocated", "sparse"])
 @pytest.mark.parametrize("cache", ["cached", "uncached"])
-def test_read_back_catches_a_copy_that_trusted_a_lying_extent_map(tmp_path, monkeypatch, cache):
+def test_read_back_catches_a_copy_that_trusted_a_lying_extent_map(tmp_path, monkeypatch, cache, layout):
     """Fault injected twice: the map lies, and the copy is made to believe it (the unwritten range stays a hole on the
-    target).  The source's digest is of what was read, the read-back reads the target's hole as zeros: caught."""
-    src, dst = _all_data(tmp_path, cache)
+    target), or, for a source allocated whole, believes its data is zeros (left unwritten, then allocated).  The
+    source's digest is of what was read, the read-back reads the target's unwritten range as zeros: caught."""
+    src, dst = _all_data(tmp_path, cache, layout)
     monkeypatch.setattr(blocks, "data_extents", _lying_map(blocks.data_extents, MiB, 2 * MiB))
-    monkeypatch.setattr(file_mod, "_nonzero_gaps", lambda data, c, ce, extents: [])
+    monkeypatch.setattr(file_mod, "_nonzero_gaps", lambda data, c, ce, extents, digests: [])
     with pytest.raises(MoveError, match="differs from its source"):
         copy_tree(src, dst, walk(src), stable=True)
 
@@ -242,3 +251,69 @@ def test_read_back_reads_what_the_target_map_calls_a_hole(tmp_path, monkeypatch)
     monkeypatch.setattr(blocks, "data_extents", lambda fd, start, end: [])  # "all of it is a hole"
     with pytest.raises(MoveError, match="differs from its source"):
         verify_tree(m)
+
+
+# ---------------------------------------------------------------- a source allocated whole
+
+
+def _allocated_with_zeros(src) -> int:
+    """A tablespace allocated whole (no hole) whose [1 MiB, 3 MiB) are zeros written as data, cached, so the extent
+    map calls every byte data (as a warm redo log's preallocated zeros); its size."""
+    path = src / "ibdata1"
+    path.write_bytes(os.urandom(MiB) + bytes(2 * MiB) + os.urandom(100_000))
+    st = os.stat(path)
+    assert st.st_blocks * 512 >= st.st_size and all(_cached(path))
+    with open(path, "rb") as fh:
+        assert blocks.data_extents(fh.fileno(), 0, st.st_size) == [(0, st.st_size)]
+    return st.st_size
+
+
+@pytest.mark.parametrize("target", ["disk", "tmpfs"])
+def test_source_allocated_whole_leaves_its_zeros_unwritten_and_allocated(tmp_path, request, target):
+    """A source allocated whole is copied by its bytes: its chunks of zeros are not written but allocated (the
+    copy is allocated whole and equal), and the read-back reads them from the target all the same."""
+    src = tmp_path / "src"
+    src.mkdir()
+    size = _allocated_with_zeros(src)
+    base = tmp_path if target == "disk" else Path(request.getfixturevalue("mv_tiers")["tmpfs"])
+    dst = base / "allocated-copy"
+    dst.mkdir()
+    try:
+        m, stats = copy_tree(src, dst, walk(src), verify=True, stable=True)
+        assert stats.bytes_copied == size - 2 * MiB, "the chunks of zeros were written"
+        d = os.stat(dst / "ibdata1")
+        assert d.st_size == size and d.st_blocks * 512 >= size, "the copy of a source allocated whole is sparse"
+        assert (dst / "ibdata1").read_bytes() == (src / "ibdata1").read_bytes()
+        assert m.records["ibdata1"].verified and m.records["ibdata1"].digest == digest_file(str(src / "ibdata1"))
+    finally:
+        shutil.rmtree(dst)
+
+
+@pytest.mark.parametrize("target", ["disk", "tmpfs"])
+def test_read_back_catches_a_byte_changed_in_the_zeros_the_copy_left_unwritten(tmp_path, request, monkeypatch,
+                                                                               target):
+    """Fault injected: a byte flipped, after the write and before the read-back, inside the zeros the copy left
+    unwritten and allocated.  The read-back reads the target's bytes there, not what the copy knows it wrote:
+    caught."""
+    src = tmp_path / "src"
+    src.mkdir()
+    _allocated_with_zeros(src)
+    base = tmp_path if target == "disk" else Path(request.getfixturevalue("mv_tiers")["tmpfs"])
+    dst = base / "allocated-flipped"
+    dst.mkdir()
+    real = tree_mod.copy_file
+
+    def copy_then_flip(src_path, dst_path, *args):
+        fc = real(src_path, dst_path, *args)
+        assert all(b <= MiB or a >= 3 * MiB for a, b in fc.written), "the chunks of zeros were written"
+        with open(dst_path, "r+b") as fh:
+            fh.seek(2 * MiB + 77)
+            fh.write(b"\x01")
+        return fc
+
+    monkeypatch.setattr(tree_mod, "copy_file", copy_then_flip)
+    try:
+        with pytest.raises(MoveError, match="differs from its source"):
+            copy_tree(src, dst, walk(src), verify=True, stable=True)
+    finally:
+        shutil.rmtree(dst)

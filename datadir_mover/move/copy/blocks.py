@@ -210,9 +210,10 @@ class Source:
         return view[:n] if n == end - start else bytes(view[:n]) + bytes(end - start - n)
 
 
-def chunks(fd: int, start: int, end: int):
-    """(chunk start, chunk end, data extents inside it) for block-aligned chunks of [start, end)."""
-    extents = data_extents(fd, start, end)
+def chunks(fd: int, start: int, end: int, extent_map: bool = True):
+    """(chunk start, chunk end, data extents inside it) for block-aligned chunks of [start, end); without
+    ``extent_map`` the file system is not asked (every chunk's list is empty)."""
+    extents = data_extents(fd, start, end) if extent_map else []
     for c in range(start, end, CHUNK):
         ce = min(c + CHUNK, end)
         yield c, ce, [(max(a, c), min(b, ce)) for a, b in extents if a < ce and b > c]

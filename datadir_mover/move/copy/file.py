@@ -8,6 +8,14 @@ this thread's buffer, hashed there and written from it, so the bytes hashed are 
 written even while the server writes; one fsync per file.  A stopped source's pages that are
 not cached are read with ``O_DIRECT`` (``blocks.Source``): a cold datadir costs no page cache.
 
+A source allocated whole (no hole: a tablespace, a preallocated redo log) gets no hole either, so
+its map is not asked: a chunk of zeros is left unwritten, any other chunk is written whole, and
+every range left unwritten is then allocated (``_allocate_like``): the target is allocated whole
+and holds the bytes read.  A cached run of zeros (a warm redo log's unwritten extents, which the
+map then calls data) costs the target an allocation, not a copy.  Zeros are known from the block
+digests, the ones the read-back compares with.  Where the target cannot allocate (ramfs) the
+map's rule applies.
+
 The paths given name their directory through a checked descriptor (``safe_fs.Tree.path``): only the
 last component is resolved here, with ``O_NOFOLLOW``; owner, mode and times are set on the open file.
 """
@@ -21,7 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from datadir_mover.move.copy.blocks import (BLOCK, DIGEST, Progress, Range, Source, block_digest, chunk_buffer,
-                                            chunks, combine, digests_of, pieces, run_all, write_all, zero_digest)
+                                            chunks, coalesce, combine, digests_of, pieces, run_all, write_all,
+                                            zero_digest)
 from datadir_mover.move.copy.delta import SkipRule, copy_stale_blocks, prefetch, read_blocks
 from datadir_mover.move.copy.pages import PageRule
 
@@ -46,40 +55,52 @@ class FileCopy:
 
 
 def copy_piece(source: Source, dfd: int, start: int, end: int, progress: Progress | None,
-               old: bytes | None = None) -> tuple[bytes, list[Range]]:
+               old: bytes | None = None, allocated: bool = False) -> tuple[bytes, list[Range]]:
     """Copy [start, end) from the source to dfd; (block digests of the range, ranges written).
 
     Without ``old`` (a new target) the data is written, holes are not (see the module
-    docstring).  With ``old`` (the block digests of the target's verified copy) only the
-    blocks whose digest changed are written, whole.
+    docstring); with ``allocated`` (every range left unwritten is allocated afterwards) the
+    extent map is not asked: a chunk is written whole unless it is all zeros.  With ``old``
+    (the block digests of the target's verified copy) only the blocks whose digest changed are
+    written, whole.
     """
     view = chunk_buffer()
     digests: list[bytes] = []
     written: list[Range] = []
-    for c, ce, extents in chunks(source.fd, start, end):
+    for c, ce, extents in chunks(source.fd, start, end, extent_map=old is None and not allocated):
         data = source.read(view, c, ce)
         blocks = digests_of(data, ce - c)
-        if old is None:
-            ranges = extents + _nonzero_gaps(data, c, ce, extents)
-        else:
+        if old is not None:
             first = c // BLOCK
             ranges = [(c + i * BLOCK, min(c + (i + 1) * BLOCK, ce)) for i, d in enumerate(blocks)
                       if old[(first + i) * DIGEST:(first + i + 1) * DIGEST] != d]
+        elif allocated:  # whole chunks, so the zeros left to _allocate_like come in runs (few extents)
+            ranges = [(c, ce)] if _nonzero_gaps(data, c, ce, [], blocks) else []
+        else:
+            ranges = coalesce(sorted(extents + _nonzero_gaps(data, c, ce, extents, blocks)))
         for a, b in ranges:
             write_all(dfd, data[a - c:b - c], a)
-        written += sorted(ranges)
+        written += ranges
         digests += blocks
         if progress:
             progress(ce - c)
     return b"".join(digests), written
 
 
-def _nonzero_gaps(data, c: int, ce: int, extents: list[Range]) -> list[Range]:
-    """The ranges of the chunk at ``c`` outside its data extents whose bytes are not all zeros: data all the same."""
+def _nonzero_gaps(data, c: int, ce: int, extents: list[Range], blocks: list[bytes]) -> list[Range]:
+    """The parts of the chunk at ``c`` outside its data extents whose bytes are not all zeros (data all the same),
+    block by block: a whole block's zeros are known from its digest in ``blocks``, a part of a block is hashed."""
     gaps, pos = [], c
     for a, b in extents + [(ce, ce)]:
-        if a > pos and block_digest(data[pos - c:a - c]) != zero_digest(a - pos):
-            gaps.append((pos, a))
+        x = pos
+        while x < a:
+            head = x - (x - c) % BLOCK  # the start of x's block
+            y = min(head + BLOCK, a)
+            whole = x == head and y == min(head + BLOCK, ce)
+            digest = blocks[(x - c) // BLOCK] if whole else block_digest(data[x - c:y - c])
+            if digest != zero_digest(y - x):
+                gaps.append((x, y))
+            x = y
         pos = b
     return gaps
 
@@ -111,14 +132,15 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
             if old is not None:
                 old = old[: -(-st.st_size // BLOCK) * DIGEST]  # the file may have shrunk or grown
             os.ftruncate(dfd, st.st_size)  # holes stay holes: only data is written below
+            allocated = old is None and _allocated_whole(st) and _can_allocate(dfd, st.st_size)
             if old is not None and rule is not None:
                 parts, read = _copy_delta(sfd, dfd, dst, st, progress, pool, old, rule, target_in_memory)
             else:
                 read = None
-                parts = run_all(pool, copy_piece, [(source, dfd, a, b, progress, old)
+                parts = run_all(pool, copy_piece, [(source, dfd, a, b, progress, old, allocated)
                                                    for a, b in pieces(st.st_size)])
             if old is None:
-                _allocate_like(dfd, st, [r for p in parts for r in p[1]])
+                _allocate_like(dfd, st, [r for p in parts for r in p[1]], strict=allocated)
             _keep_metadata_fd(dfd, st)
             os.fsync(dfd)
             if not target_in_memory:
@@ -177,7 +199,22 @@ def _keep_metadata_fd(fd: int, st: os.stat_result) -> None:
     os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def _allocate_like(dfd: int, st: os.stat_result, written: list[Range]) -> None:
+def _allocated_whole(st: os.stat_result) -> bool:
+    """The file has no hole: as many bytes allocated as its length."""
+    return st.st_size > 0 and st.st_blocks * 512 >= st.st_size
+
+
+def _can_allocate(dfd: int, size: int) -> bool:
+    """The target's file system allocates ranges (``fallocate``; ramfs cannot): tried on the file's first block,
+    which the copy of a source allocated whole allocates anyway."""
+    try:
+        os.posix_fallocate(dfd, 0, min(size, BLOCK))
+    except OSError:  # EOPNOTSUPP, or glibc's emulation failing on a write-only descriptor: the map's rule applies
+        return False
+    return True
+
+
+def _allocate_like(dfd: int, st: os.stat_result, written: list[Range], strict: bool = False) -> None:
     """Allocate what the copy left unwritten when the source is allocated whole (no holes), as the server had it.
 
     InnoDB preallocates its files (a new redo log, a tablespace's extension) with fallocate(2):
@@ -187,8 +224,10 @@ def _allocate_like(dfd: int, st: os.stat_result, written: list[Range]) -> None:
     ranges allocated on the target too (tmpfs included: the server would have allocated them there
     too); only those, after the copy, as tmpfs clears every page it allocates.  A sparse source (page
     compression's punched holes) stays sparse; a file system without fallocate (ramfs) keeps the holes.
+    ``strict``: the copy left chunks of zeros unwritten that the source may have as data (``copy_piece``),
+    so a failure to allocate is an error.
     """
-    if st.st_size == 0 or st.st_blocks * 512 < st.st_size:
+    if not _allocated_whole(st):
         return
     pos = 0
     for a, b in sorted(written) + [(st.st_size, st.st_size)]:
@@ -196,7 +235,7 @@ def _allocate_like(dfd: int, st: os.stat_result, written: list[Range]) -> None:
             try:
                 os.posix_fallocate(dfd, pos, a - pos)
             except OSError as exc:
-                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                if strict or exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                     raise
                 return
         pos = max(pos, b)

@@ -332,3 +332,31 @@ def test_finalize_removes_the_servers_scratch_but_follows_no_link_planted_in_it(
             _remove_server_scratch(tree)
         assert (root / "#innodb_temp").is_symlink() or (root / "#innodb_temp" / "temp_2.ibt").is_symlink()
     assert (outside / "temp_1.ibt").read_text() == "not the server's"
+
+
+def test_finalize_keeps_a_source_file_whose_only_change_since_the_copy_is_its_ctime(tmp_path):
+    """finalize removes a source file only as it was copied: a chmod (as a hard link, or a write with its mtime put
+    back) moves only the ctime, and such a file is kept and named, with its directory."""
+    from datadir_mover.move.copy import Tree
+    from waiting import wait_for
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "db").mkdir(parents=True)
+    dst.mkdir()
+    for name in ("t1.ibd", "t2.ibd"):
+        (src / "db" / name).write_bytes(name.encode() * 2000)
+    manifest, _ = copy_tree(src, dst, walk(src), workers=1)
+    changed = src / "db" / "t2.ibd"
+    copied = os.stat(changed)
+
+    def ctime_moved() -> bool:  # the clock the kernel stamps with may not have ticked since the copy: chmod again
+        os.chmod(changed, stat.S_IMODE(os.stat(changed).st_mode) ^ 0o040)
+        return os.stat(changed).st_ctime_ns != copied.st_ctime_ns
+
+    wait_for(ctime_moved, 10, "a chmod to move the file's ctime")
+    now = os.stat(changed)
+    assert (now.st_size, now.st_mtime_ns, now.st_ino) == (copied.st_size, copied.st_mtime_ns, copied.st_ino)
+    with Tree(src) as tree:
+        removed, kept = finalize_step._remove_copied(tree, Manifest.from_dict(manifest.to_dict()))
+    assert kept == ["db/t2.ibd", "db/"], kept
+    assert changed.exists() and not (src / "db" / "t1.ibd").exists() and removed == 1

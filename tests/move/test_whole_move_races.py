@@ -207,26 +207,33 @@ def test_a_target_directory_swapped_before_start_halts_and_the_rollback_stays_in
 
 
 @pytest.mark.root
-def test_a_whole_move_raced_at_every_copy_completes_verified_and_finalize_stays_inside(world):
+def test_a_whole_move_raced_at_every_copy_completes_verified_and_finalize_stays_inside(world, cli):
     """A pre-copied move, raced where the mover must carry on: a link to root's file planted in the source before the
     pre-copy (copied as a link), a copied table replaced by a link to the canary before the stop and another before
     the offline copy (each copied again, not written through), a link under a new name in the target before the
-    offline copy (removed, not followed).  The move completes, the server is verified on the target, the proof
-    passes.  Then the racer swaps the source's ``tpcc`` for a link to the canary: finalize refuses in one line;
+    offline copy (removed, not followed); and a second, real `innotier move apply` of the same server before the
+    stop (refused in one line naming this move).  The move completes, the server is verified on the target, the
+    proof passes.  Then the racer swaps the source's ``tpcc`` for a link to the canary: finalize refuses in one line;
     put back, it finalizes."""
     from tuner.core.server import inspect
 
     src, canary, racer = world.src, world.canary, world.racer
-    target = world.tier / "movrace-whole"
+    target, other = world.tier / "movrace-whole", world.tier / "movrace-second"
+    second: list = []
     races = {
         "PRECOPY": lambda: racer.do("link", str(src / "tpcc" / "movrace-note"), str(canary / "secret")),
-        "SHUTDOWN": lambda: racer.do("replace", str(target / "tpcc" / "item.ibd"), str(canary / "item.ibd")),
+        "SHUTDOWN": lambda: (second.append(cli("move", "apply", "datadir", "--sandbox", NAME, "--to", str(other),
+                                               "--yes")),
+                             racer.do("replace", str(target / "tpcc" / "item.ibd"), str(canary / "item.ibd"))),
         "COPY": lambda: (racer.do("replace", str(target / "tpcc" / "district.ibd"), str(canary / "district.ibd")),
                          racer.do("link", str(target / "tpcc" / "movrace-extra.ibd"), str(canary / "extra.ibd"))),
     }
     ex, said, changed = _mover(world, target, True, races)
     result = ex.run()
     assert result.phase == "committed" and result.verify_server.ok, result.to_dict()
+    refusal = second[0].stderr.strip().splitlines()
+    assert second[0].returncode != 0 and len(refusal) == 1, second[0].stderr
+    assert f"move {ex.plan.move_id} on this server is not finished" in refusal[0] and not os.path.lexists(other)
     proof = ex.prove()
     assert proof.status == "passed", proof.text()
     spec = world.sb.connection_spec()

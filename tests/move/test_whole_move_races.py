@@ -67,9 +67,9 @@ def world(racer_user, golden, innotier_home):  # noqa: F811 (racer_user: the imp
     (canary / "sub").mkdir(mode=0o711)
     (canary / "sub" / "keep").write_bytes(b"root's own keep")
     src = base / "src"
-    sb = mvhelpers.clone_sandbox(NAME, datadir=str(src), start=False)
     racer = None
     try:
+        sb = mvhelpers.clone_sandbox(NAME, datadir=str(src), start=False)
         subprocess.run(["chown", "-R", f"{racer_user.pw_uid}:{racer_user.pw_gid}", str(src)], check=True)
         sb.start()
         racer = Racer(racer_user)
@@ -81,9 +81,10 @@ def world(racer_user, golden, innotier_home):  # noqa: F811 (racer_user: the imp
 
         try:
             Sandbox.load(NAME).destroy(force=True)
-        finally:
-            mvhelpers.unmount(str(tier))
-            shutil.rmtree(base, ignore_errors=True)
+        except Exception:  # noqa: BLE001 - never made (a failed clone): nothing to destroy
+            pass
+        mvhelpers.unmount(str(tier))
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _mover(world: World, target: Path, precopy: bool, races: dict[str, Callable[[], None]]):

@@ -169,17 +169,32 @@ def remove_target(plan: Plan, echo: Echo = quiet) -> int:
         echo(f"the target {target} is {what}, not the directory the move made or was given (something changed it "
              "while the move ran: the server's user?); nothing was removed through it: remove it yourself")
         return 0
+    removed = 0
     with Tree(target, follow_root=False) as tree:
-        if not plan.target_exists or plan.component == "datadir":
-            tops = os.listdir(tree.dir_fd())  # the target was new or empty (preflight): everything in it is the move's
-        else:
-            tops = components.top_names(plan.component, model_stub(plan), f"/proc/self/fd/{tree.dir_fd()}")
-        removed = remove_all(tree, [rel for top in tops for rel in _below(tree, top)])
+        for _ in range(3):  # listed again: the server's user may have renamed a directory aside meanwhile
+            rels = _moved_entries(tree, plan)
+            if not rels:
+                break
+            removed += remove_all(tree, rels)
         tree.fsync_dir()
     if not plan.target_exists:
-        os.rmdir(target)  # never follows a link put in its place since
+        try:
+            os.rmdir(target)  # never follows a link put in its place since
+        except OSError as exc:
+            raise MoveError(f"could not remove the target {target}: {exc.strerror} (something keeps adding to it "
+                            "while the rollback runs: the server's user?); remove it by hand and run the rollback "
+                            "again") from None
         fsync_dir(Path(target).parent)
     return removed
+
+
+def _moved_entries(tree: Tree, plan: Plan) -> list[str]:
+    """What of the target is the move's: all of it when it was new or empty (preflight), else the component's names."""
+    if not plan.target_exists or plan.component == "datadir":
+        tops = os.listdir(tree.dir_fd())
+    else:
+        tops = components.top_names(plan.component, model_stub(plan), f"/proc/self/fd/{tree.dir_fd()}")
+    return [rel for top in tops for rel in _below(tree, top)]
 
 
 def _below(tree: Tree, rel: str) -> list[str]:

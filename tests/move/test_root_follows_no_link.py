@@ -292,6 +292,25 @@ def test_finalize_removal_through_a_swapped_source_directory_stays_inside(trees,
 
 
 @pytest.mark.root
+def test_rollback_removal_of_the_target_stays_inside_while_a_directory_is_swapped(trees, monkeypatch):
+    """A rollback removes the target a move made through descriptors: the racer swaps its ``db`` for a link to the
+    canary while the removal runs; the files go from the directory the rollback opened (renamed aside), the link is
+    removed, not followed, the renamed directory with them, and nothing of the canary."""
+    from types import SimpleNamespace
+
+    from datadir_mover.move.rollback_steps import remove_target
+
+    src, dst, canary, racer = trees["src"], trees["dst"], trees["canary"], trees["racer"]
+    copy_tree(src, dst, walk(src), workers=1)
+    before = snapshot(canary)
+    fired = pause_before(monkeypatch, "remove", lambda t, rel: rel == "db/t1.ibd",
+                         lambda: racer.do("swap", str(dst / "db"), str(canary)))
+    removed = remove_target(SimpleNamespace(target_dir=str(dst), target_exists=False, component="datadir"))
+    assert fired and snapshot(canary) == before, "the rollback removed a file of the canary through the link"
+    assert removed == 5 and not os.path.lexists(dst)  # db/t1.ibd, db/t2.ibd, ibdata1, the link, db.aside
+
+
+@pytest.mark.root
 def test_component_walk_without_openat2_refuses_the_same_link(trees, monkeypatch):
     """The fallback for kernels without openat2 (O_NOFOLLOW at every component) refuses the same race."""
     src, dst, canary, racer = trees["src"], trees["dst"], trees["canary"], trees["racer"]

@@ -42,7 +42,7 @@ def step_copy(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> CopyRecord:
                              progress=progress,
                              after_file=after_first(State.COPY), verify=True,
                              page_size=int(ctx.plan.server["page_size"]), stable=True,
-                             owned=trees.moved_in_target(ctx.plan))
+                             owned=trees.moved_in_target(ctx.plan), follow_target_root=False)
     ctx.journal.save_json(side_files.COPY_MANIFEST, manifest.to_dict())
     cache.copied = manifest
     return CopyRecord(files=st.files_copied, bytes=st.bytes_copied, files_delta=st.files_delta,
@@ -58,7 +58,7 @@ def step_verify(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> VerifyRec
         raise MoveError(f"{len(changed)} source files changed while the server was stopped "
                         f"({', '.join(changed[:3])}); something else writes to {ctx.plan.source_dir}")
     t0 = time.monotonic()
-    verify_tree(manifest)
+    verify_tree(manifest, follow_target_root=False)
     ctx.journal.save_json(side_files.COPY_MANIFEST, manifest.to_dict())
     if cache.copied is not None:  # the block digests the copy verified (memory only: a restart reads the target)
         manifest.blocks = cache.copied.blocks

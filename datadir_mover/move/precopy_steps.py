@@ -95,7 +95,7 @@ def run_pass(ctx: MoveContext, n: int, manifest: Manifest | None, page_size: int
                              progress=ctx.progress(what, total),
                              after_file=after_first(State.PRECOPY) if n == 1 else None, verify=True,
                              lsn_floor=floor, log_floor=log_floor, log_now=log_now, page_size=page_size,
-                             owned=trees.moved_in_target(ctx.plan))
+                             owned=trees.moved_in_target(ctx.plan), follow_target_root=False)
     ctx.echo(f"pre-copy pass {n}: {st.files_copied} files changed, {human_size(st.bytes_copied)} written "
              f"in {st.seconds:.1f} s")
     return manifest, PassRecord(number=n, began_at=began, seconds=round(st.seconds, 3),

@@ -3,7 +3,8 @@ sandbox's move."""
 
 from __future__ import annotations
 
-import shutil
+import os
+import stat
 from pathlib import Path
 
 from tuner.core.durable import fsync_dir, write_atomic
@@ -20,7 +21,8 @@ from datadir_mover.move.read_lock import ReadLock
 from datadir_mover.move.server_check.benign import Evidence
 from datadir_mover.move.server_lock import ServerLock
 from datadir_mover.move.step_records import CloseRecord, PlanRecord, RollbackRecord, ShutdownRecord, VerifyServerRecord
-from datadir_mover.move.stepbase import MoveContext, PassCache, model_stub
+from datadir_mover.move.copy import Tree, remove_all
+from datadir_mover.move.stepbase import Echo, MoveContext, PassCache, model_stub, quiet
 
 
 def step_plan(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> PlanRecord:
@@ -74,50 +76,70 @@ def rollback(ctx: MoveContext, lock: ReadLock, server_lock: ServerLock, reason: 
 
 
 def roll_back(ctx: MoveContext, lock: ReadLock, reason: str) -> RollbackRecord:
+    """Back to the source (``journal.py`` has the contract): the placement put back when SWITCH began, what the
+    move wrote into the target removed, the server started there when it was running before the move, checked."""
     if not ctx.journal.began(State.ROLLBACK):  # an interrupted rollback already removed what it removes
         good_copy.for_rollback(ctx.journal, ctx.plan)
     ctx.journal.begin(State.ROLLBACK, reason=reason)
-    switched = ctx.journal.began(State.SWITCH)
-    # the "before" checksums still describe the old files only if the server stopped while the read lock
-    # was held (SHUTDOWN done, or begun and the server is found stopped); otherwise writes may have followed
-    frozen = ctx.journal.done(State.SHUTDOWN) or (ctx.journal.began(State.SHUTDOWN) and
-                                                  (switched or ctx.control.state() != SandboxState.RUNNING))
-    if switched:
-        if ctx.control.state() == SandboxState.RUNNING:
-            ctx.echo(f"stopping {ctx.control.describe()} (it may run on the new location)")
-            ctx.control.stop("clean")
-        _restore_before(ctx)
-        apparmor.remove(ctx.plan.apparmor_change())
-        unit_sandbox.remove(ctx.plan.unit_change())
-    removed = remove_target(ctx.plan)
-    started = False
-    if ctx.plan.was_running and ctx.control.state() != SandboxState.RUNNING:
-        if ctx.control.state() == SandboxState.CRASHED:
-            raise MoveError(f"{ctx.control.describe()} crashed during the move; start it with recovery "
-                            "(`innotier sandbox start NAME --recover`), then run `innotier move rollback` again")
-        ctx.echo(f"starting {ctx.control.describe()} on {ctx.plan.source_dir}")
-        ctx.control.start()
-        started = True
-    check: VerifyServerRecord | None = None
-    if ctx.control.state() == SandboxState.RUNNING:
-        server_waits.wait_accepting(ctx)
-        if not started:  # it kept running since SHUTDOWN's pre-flush: give it its own flush settings back
-            flush_settings.put_back(ctx.plan, ctx.control, ctx.echo, flush_settings.saved(ctx.journal))
-        before = ctx.journal.load_json(side_files.CHECKSUMS_BEFORE) if frozen and started else None
-        if before is not None and ctx.plan.verify == "tables":
-            lock.take()
-        try:
-            result = server_check.check_server(ctx.plan.connection_spec(), ctx.plan.component, ctx.plan.source_dir,
-                                               before, ctx.plan.verify,
-                                               Evidence.of_move(ShutdownRecord.of(ctx.journal).commits_at_stop(),
-                                                                False, on_source=True))
-        finally:
-            lock.release()
-        server_check.require_ok(result, ctx.plan.component, ctx.plan.source_dir)
-        check = VerifyServerRecord.of_check(result)
+    frozen = _stopped_under_the_block(ctx)  # before the server is stopped or started below
+    if ctx.journal.began(State.SWITCH):
+        _undo_switch(ctx)
+    removed = remove_target(ctx.plan, ctx.echo)
+    started = _start_on_source(ctx)
+    check = _check_on_source(ctx, lock, started, frozen) if ctx.control.state() == SandboxState.RUNNING else None
     record = RollbackRecord(removed=removed, started=started, check=check)
     ctx.journal.finish(State.ROLLBACK, **record.to_journal())
     return record
+
+
+def _stopped_under_the_block(ctx: MoveContext) -> bool:
+    """Do the "before" checksums still describe the old files?  Only if the server stopped while the read lock
+    was held (SHUTDOWN done, or begun and the server is found stopped); otherwise writes may have followed."""
+    j = ctx.journal
+    return j.done(State.SHUTDOWN) or (j.began(State.SHUTDOWN) and
+                                      (j.began(State.SWITCH) or ctx.control.state() != SandboxState.RUNNING))
+
+
+def _undo_switch(ctx: MoveContext) -> None:
+    """SWITCH began: stop the server (it may run on the new location), put the saved files back."""
+    if ctx.control.state() == SandboxState.RUNNING:
+        ctx.echo(f"stopping {ctx.control.describe()} (it may run on the new location)")
+        ctx.control.stop("clean")
+    _restore_before(ctx)
+    apparmor.remove(ctx.plan.apparmor_change())
+    unit_sandbox.remove(ctx.plan.unit_change())
+
+
+def _start_on_source(ctx: MoveContext) -> bool:
+    """Start the server on the old location when it ran before the move and is not running now; whether it did."""
+    if not ctx.plan.was_running or ctx.control.state() == SandboxState.RUNNING:
+        return False
+    if ctx.control.state() == SandboxState.CRASHED:
+        raise MoveError(f"{ctx.control.describe()} crashed during the move; start it with recovery "
+                        "(`innotier sandbox start NAME --recover`), then run `innotier move rollback` again")
+    ctx.echo(f"starting {ctx.control.describe()} on {ctx.plan.source_dir}")
+    ctx.control.start()
+    return True
+
+
+def _check_on_source(ctx: MoveContext, lock: ReadLock, started: bool, frozen: bool) -> VerifyServerRecord:
+    """The running server checked on the source: against the checksums taken before the stop when it was started
+    here from files stopped under the block, else for what it is (paths, readable tables)."""
+    server_waits.wait_accepting(ctx)
+    if not started:  # it kept running since SHUTDOWN's pre-flush: give it its own flush settings back
+        flush_settings.put_back(ctx.plan, ctx.control, ctx.echo, flush_settings.saved(ctx.journal))
+    before = ctx.journal.load_json(side_files.CHECKSUMS_BEFORE) if frozen and started else None
+    if before is not None and ctx.plan.verify == "tables":
+        lock.take()
+    try:
+        result = server_check.check_server(ctx.plan.connection_spec(), ctx.plan.component, ctx.plan.source_dir,
+                                           before, ctx.plan.verify,
+                                           Evidence.of_move(ShutdownRecord.of(ctx.journal).commits_at_stop(),
+                                                            False, on_source=True))
+    finally:
+        lock.release()
+    server_check.require_ok(result, ctx.plan.component, ctx.plan.source_dir)
+    return VerifyServerRecord.of_check(result)
 
 
 def _restore_before(ctx: MoveContext) -> None:
@@ -134,29 +156,56 @@ def _restore_before(ctx: MoveContext) -> None:
             write_atomic(path, text, mode=0o600 if path.endswith("client.cnf") else 0o644)
 
 
-def remove_target(plan: Plan) -> int:
-    """Remove what this move wrote into the target; the target directory too when the move created it."""
-    target = Path(plan.target_dir)
-    if not target.exists():
+def remove_target(plan: Plan, echo: Echo = quiet) -> int:
+    """Remove what this move wrote into the target, and the target directory when the move created it; how many
+    entries.  The server's user owns the target and may have changed it: everything is listed and removed
+    through directory descriptors opened without following a link (a link is removed, never followed), and a
+    link or file found in the target's own place is not the move's directory: nothing is removed through it."""
+    target = plan.target_dir
+    if not os.path.lexists(target):
         return 0
+    if os.path.islink(target) or not os.path.isdir(target):
+        what = f"a symbolic link to {os.readlink(target)}" if os.path.islink(target) else "not a directory"
+        echo(f"the target {target} is {what}, not the directory the move made or was given (something changed it "
+             "while the move ran: the server's user?); nothing was removed through it: remove it yourself")
+        return 0
+    removed = 0
+    with Tree(target, follow_root=False) as tree:
+        for _ in range(3):  # listed again: the server's user may have renamed a directory aside meanwhile
+            rels = _moved_entries(tree, plan)
+            if not rels:
+                break
+            removed += remove_all(tree, rels)
+        tree.fsync_dir()
+    if not plan.target_exists:
+        try:
+            os.rmdir(target)  # never follows a link put in its place since
+        except OSError as exc:
+            raise MoveError(f"could not remove the target {target}: {exc.strerror} (something keeps adding to it "
+                            "while the rollback runs: the server's user?); remove it by hand and run the rollback "
+                            "again") from None
+        fsync_dir(Path(target).parent)
+    return removed
+
+
+def _moved_entries(tree: Tree, plan: Plan) -> list[str]:
+    """What of the target is the move's: all of it when it was new or empty (preflight), else the component's names."""
     if not plan.target_exists or plan.component == "datadir":
-        # the target was new or empty (preflight): everything in it is the move's
-        n = sum(1 for _ in target.rglob("*"))
-        if not plan.target_exists:
-            shutil.rmtree(target)
-            fsync_dir(target.parent)
-        else:
-            for child in target.iterdir():
-                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-            fsync_dir(target)
-        return n
-    n = 0
-    for name in components.top_names(plan.component, model_stub(plan), str(target)):
-        p = target / name
-        shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-        n += 1
-    fsync_dir(target)
-    return n
+        tops = os.listdir(tree.dir_fd())
+    else:
+        tops = components.top_names(plan.component, model_stub(plan), f"/proc/self/fd/{tree.dir_fd()}")
+    return [rel for top in tops for rel in _below(tree, top)]
+
+
+def _below(tree: Tree, rel: str) -> list[str]:
+    """``rel`` and, when it is a directory (not a link), everything under it; listed through the tree's descriptors."""
+    try:
+        mode = tree.lstat(rel).st_mode
+    except FileNotFoundError:
+        return []
+    if not stat.S_ISDIR(mode):
+        return [rel]
+    return [rel] + [r for name in os.listdir(tree.dir_fd(rel)) for r in _below(tree, f"{rel}/{name}")]
 
 
 def close(ctx: MoveContext, reason: str) -> CloseRecord:
@@ -164,7 +213,7 @@ def close(ctx: MoveContext, reason: str) -> CloseRecord:
     ctx.journal.lock()
     try:
         ctx.journal.begin(State.CLOSE, reason=reason)
-        record = CloseRecord(removed=remove_target(ctx.plan))
+        record = CloseRecord(removed=remove_target(ctx.plan, ctx.echo))
         ctx.journal.finish(State.CLOSE, **record.to_journal())
     finally:
         ctx.journal.unlock()

@@ -28,9 +28,13 @@ def moved_in_target(plan: Plan) -> list[str]:
 
 def ensure_target(plan: Plan) -> None:
     """Create the target with the server's owner and mode; a directory that existed before the plan is not
-    the move's to change (preflight.check_owner made sure the server can write into it)."""
+    the move's to change (preflight.check_owner made sure the server can write into it), but it must still be
+    that directory: planning refused a link there, so a link found now was put in its place (by a user who may
+    rename it, in a directory such as /dev/shm) and is refused, never followed."""
     t = Path(plan.target_dir)
     if plan.target_exists:
+        if os.path.lexists(t):
+            Tree(t, follow_root=False).close()
         return
     if not t.exists():
         t.mkdir(mode=0o700)

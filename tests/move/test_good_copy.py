@@ -11,8 +11,9 @@ One clone serves each group of faults, in order, so the whole file costs a few m
 - the source taken away after START of a pre-copied move: the proof is blocked (not failed)
   and says why, rollback refuses (the target is the good copy), and once the source is back
   the proof runs and passes;
-- a server started by hand on the source after VERIFY of an undo move whose redo log lives in
-  a third directory: resume refuses, the offline proof is invalidated, rollback keeps the row;
+- a server started by hand on the source after VERIFY of an undo move, then of an ibdata move, whose
+  redo log lives in a third directory: resume refuses, the offline proof is invalidated, rollback keeps
+  the row;
 - two applies of one server at once: the second refuses in one line naming the first;
 - a heartbeat row written on the target and damage in another table: the damage is not excused.
 """
@@ -170,7 +171,7 @@ def test_a_source_taken_away_after_start_blocks_the_proof_until_it_is_back(clone
 
 
 @pytest.mark.root
-def test_a_server_started_by_hand_on_the_source_of_an_undo_move_is_caught(clone, mv_tiers, cli):
+def test_a_server_started_by_hand_on_the_source_of_an_undo_or_ibdata_move_is_caught(clone, mv_tiers, cli):
     from datadir_mover.move.proof import Proof
 
     sb = clone("rc-undo")
@@ -178,25 +179,26 @@ def test_a_server_started_by_hand_on_the_source_of_an_undo_move_is_caught(clone,
     redo_dir = os.path.join(mv_tiers["zram"], "rc-undo-redo")  # the redo log in a third directory
     r = cli("move", "apply", "redo", "--sandbox", sb.name, "--to", redo_dir, "--yes")
     assert r.returncode == 0, r.stderr
-    undo_target = os.path.join(mv_tiers["tmpfs"], "rc-undo")
-    killed = cli("move", "apply", "undo", "--sandbox", sb.name, "--to", undo_target, "--yes",
-                 env={"INNOTIER_MOVE_CRASH_AT": "VERIFY:done"})
-    assert killed.returncode == -9, killed.stderr
-    journal = _open_move(sb.name)
-    assert Proof.load(journal).status == "passed"  # the offline path's proof, recorded at VERIFY
-    sb.start()  # by hand, on the old placement: the undo files in the datadir take the writes
-    mvhelpers.sql(spec.with_database(None), "CREATE DATABASE rcu", "CREATE TABLE rcu.t (id INT PRIMARY KEY)",
-                  "INSERT INTO rcu.t VALUES (7)")
-    sb.stop("clean")
-    r = cli("move", "resume", "--id", journal.dir.name)
-    assert r.returncode != 0, r.stdout
-    refusal = _last_line(r)
-    assert "changed after the copy was verified" in refusal and "move rollback" in refusal, refusal
-    assert not journal.done("SWITCH")
-    assert Proof.load(journal).status == "failed"  # a source that moved on invalidates the recorded proof
-    r = cli("move", "rollback", "--id", journal.dir.name, "--yes")
-    assert r.returncode == 0, r.stderr  # the source moved on: it is the newest copy, rollback returns to it
-    assert mvhelpers.sql(spec.with_database(None), "SELECT id FROM rcu.t") == [(7,)]
+    for component in ("undo", "ibdata"):
+        target = os.path.join(mv_tiers["tmpfs"], f"rc-{component}")
+        killed = cli("move", "apply", component, "--sandbox", sb.name, "--to", target, "--yes",
+                     env={"INNOTIER_MOVE_CRASH_AT": "VERIFY:done"})
+        assert killed.returncode == -9, killed.stderr
+        journal = _open_move(sb.name)
+        assert Proof.load(journal).status == "passed"  # the offline path's proof, recorded at VERIFY
+        sb.start()  # by hand, on the old placement: the moved files in the datadir take the writes
+        mvhelpers.sql(spec.with_database(None), f"CREATE DATABASE rc_{component}",
+                      f"CREATE TABLE rc_{component}.t (id INT PRIMARY KEY)", f"INSERT INTO rc_{component}.t VALUES (7)")
+        sb.stop("clean")
+        r = cli("move", "resume", "--id", journal.dir.name)
+        assert r.returncode != 0, r.stdout
+        refusal = _last_line(r)
+        assert "changed after the copy was verified" in refusal and "move rollback" in refusal, refusal
+        assert not journal.done("SWITCH")
+        assert Proof.load(journal).status == "failed"  # a source that moved on invalidates the recorded proof
+        r = cli("move", "rollback", "--id", journal.dir.name, "--yes")
+        assert r.returncode == 0, r.stderr  # the source moved on: it is the newest copy, rollback returns to it
+        assert mvhelpers.sql(spec.with_database(None), f"SELECT id FROM rc_{component}.t") == [(7,)]
 
 
 @pytest.mark.root

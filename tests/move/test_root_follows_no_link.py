@@ -292,6 +292,25 @@ def test_finalize_removal_through_a_swapped_source_directory_stays_inside(trees,
 
 
 @pytest.mark.root
+def test_rollback_removal_of_the_target_stays_inside_while_a_directory_is_swapped(trees, monkeypatch):
+    """A rollback removes the target a move made through descriptors: the racer swaps its ``db`` for a link to the
+    canary while the removal runs; the files go from the directory the rollback opened (renamed aside), the link is
+    removed, not followed, the renamed directory with them, and nothing of the canary."""
+    from types import SimpleNamespace
+
+    from datadir_mover.move.rollback_steps import remove_target
+
+    src, dst, canary, racer = trees["src"], trees["dst"], trees["canary"], trees["racer"]
+    copy_tree(src, dst, walk(src), workers=1)
+    before = snapshot(canary)
+    fired = pause_before(monkeypatch, "remove", lambda t, rel: rel == "db/t1.ibd",
+                         lambda: racer.do("swap", str(dst / "db"), str(canary)))
+    removed = remove_target(SimpleNamespace(target_dir=str(dst), target_exists=False, component="datadir"))
+    assert fired and snapshot(canary) == before, "the rollback removed a file of the canary through the link"
+    assert removed == 5 and not os.path.lexists(dst)  # db/t1.ibd, db/t2.ibd, ibdata1, the link, db.aside
+
+
+@pytest.mark.root
 def test_component_walk_without_openat2_refuses_the_same_link(trees, monkeypatch):
     """The fallback for kernels without openat2 (O_NOFOLLOW at every component) refuses the same race."""
     src, dst, canary, racer = trees["src"], trees["dst"], trees["canary"], trees["racer"]
@@ -332,3 +351,31 @@ def test_finalize_removes_the_servers_scratch_but_follows_no_link_planted_in_it(
             _remove_server_scratch(tree)
         assert (root / "#innodb_temp").is_symlink() or (root / "#innodb_temp" / "temp_2.ibt").is_symlink()
     assert (outside / "temp_1.ibt").read_text() == "not the server's"
+
+
+def test_finalize_keeps_a_source_file_whose_only_change_since_the_copy_is_its_ctime(tmp_path):
+    """finalize removes a source file only as it was copied: a chmod (as a hard link, or a write with its mtime put
+    back) moves only the ctime, and such a file is kept and named, with its directory."""
+    from datadir_mover.move.copy import Tree
+    from waiting import wait_for
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "db").mkdir(parents=True)
+    dst.mkdir()
+    for name in ("t1.ibd", "t2.ibd"):
+        (src / "db" / name).write_bytes(name.encode() * 2000)
+    manifest, _ = copy_tree(src, dst, walk(src), workers=1)
+    changed = src / "db" / "t2.ibd"
+    copied = os.stat(changed)
+
+    def ctime_moved() -> bool:  # the clock the kernel stamps with may not have ticked since the copy: chmod again
+        os.chmod(changed, stat.S_IMODE(os.stat(changed).st_mode) ^ 0o040)
+        return os.stat(changed).st_ctime_ns != copied.st_ctime_ns
+
+    wait_for(ctime_moved, 10, "a chmod to move the file's ctime")
+    now = os.stat(changed)
+    assert (now.st_size, now.st_mtime_ns, now.st_ino) == (copied.st_size, copied.st_mtime_ns, copied.st_ino)
+    with Tree(src) as tree:
+        removed, kept = finalize_step._remove_copied(tree, Manifest.from_dict(manifest.to_dict()))
+    assert kept == ["db/t2.ibd", "db/"], kept
+    assert changed.exists() and not (src / "db" / "t1.ibd").exists() and removed == 1

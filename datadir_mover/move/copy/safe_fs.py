@@ -12,8 +12,9 @@ following) or on the open descriptor itself (``fchown``, ``fchmod``, ``futimens`
 A link where a directory is expected is refused (``UnsafePath``), never followed.
 
 The root itself is the operator's choice (a datadir reached through a symbolic link is common):
-it is opened once, following links unless told not to (a directory the mover made itself), and
-everything below it is the server's user's to change.
+it is opened once, following links unless told not to (a directory the mover made itself, or a move's
+target, which planning made sure is a real path), and everything below it is the server's user's to
+change.
 
 ``path(rel)`` names a file through its checked parent (``/proc/self/fd/N/name``): functions that
 take a path (``blocks.file_blocks``) then resolve only the last component, which they open with
@@ -101,8 +102,10 @@ class Tree:
             fd = os.open(self.root, DIR_FLAGS | (0 if follow_root else os.O_NOFOLLOW))
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise UnsafePath(f"{self.root} is a symbolic link or not a directory; the mover made a directory "
-                                 "there and follows no link: remove it and run the step again") from None
+                raise UnsafePath(f"{self.root} is a symbolic link or not a directory where the mover made or was "
+                                 "given one (something changed it while the move ran: the server's user?); the "
+                                 "mover follows no link there: put the directory back or remove the link, then run "
+                                 "the step again") from None
             raise
         self._fds: dict[str, int] = {"": fd}
         self._lock = threading.Lock()

@@ -52,7 +52,7 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
               after_file: Callable[[str], None] | None = None, verify: bool = True,
               workers: int = WORKERS, lsn_floor: int = 0, page_size: int = 0,
               stable: bool = False, log_floor: int = 0, log_now: int = 0,
-              owned: Iterable[str] = ()) -> tuple[Manifest, CopyStats]:
+              owned: Iterable[str] = (), follow_target_root: bool = True) -> tuple[Manifest, CopyStats]:
     """Copy ``entries`` (from ``walk``) from ``source`` into ``target``; with ``verify`` read each copy back.
 
     ``target`` must exist.  With ``previous`` (the pre-copy's manifest) unchanged files
@@ -68,11 +68,12 @@ def copy_tree(source: str | os.PathLike, target: str | os.PathLike, entries: lis
     file is read only where its skip rule says it may differ (``delta.skip_rule``).
     ``stable``: nothing writes to the source during this call (server stopped), so a redo
     log's end LSN is final (its checkpoint block says it), and a file copied whole reads its
-    uncached pages with ``O_DIRECT`` (``blocks.Source``).
+    uncached pages with ``O_DIRECT`` (``blocks.Source``).  ``follow_target_root=False``: ``target`` is a real
+    directory path (the mover's planning refuses a link there), so a link put in its place since is refused.
     """
     t0 = time.monotonic()
     owned = set(owned)
-    with Tree(source) as src, Tree(target) as dst:
+    with Tree(source) as src, Tree(target, follow_root=follow_target_root) as dst:
         manifest = Manifest(src.root, dst.root)
         stats = CopyStats()
         dirs: list[tuple[str, os.stat_result]] = []
@@ -253,10 +254,11 @@ def _verify_record(dst: Tree, rec: FileRecord, memory: bool, pool: ThreadPoolExe
     _mark_verified(dst, rec)
 
 
-def verify_tree(manifest: Manifest, workers: int = WORKERS) -> None:
+def verify_tree(manifest: Manifest, workers: int = WORKERS, follow_target_root: bool = True) -> None:
     """Read every copy back from the target's medium and compare checksums, raise on a difference; a copy read
-    back by ``copy_tree`` is read again only when its target changed since (``_target_intact``)."""
-    with Tree(manifest.target) as dst:
+    back by ``copy_tree`` is read again only when its target changed since (``_target_intact``).
+    ``follow_target_root``: as for ``copy_tree``."""
+    with Tree(manifest.target, follow_root=follow_target_root) as dst:
         todo = [r for r in manifest.records.values() if r.kind == "file" and not _target_intact(r, dst)]
         memory = on_memory_fs(dst.root) if todo else False
         _each_file(todo, lambda r: r.size, lambda r, pool: _verify_record(dst, r, memory, pool), workers, "verify")

@@ -170,3 +170,43 @@ def test_a_read_view_older_than_a_moved_table_is_retried():
     from tuner.tpcc.session import classify
 
     assert classify(DatabaseError(msg="Table definition has changed, please retry transaction", errno=1412)) == "retry"
+
+
+@pytest.mark.root
+def test_the_triggers_are_created_only_under_the_table_lock(tpcc_w1, shared_sandbox, tier, cli, innotier_home):
+    """Created on a busy table, MariaDB 10.11's triggers failed concurrent statements with 1146 on the shadow
+    (docs/table-moves.md); the copier now creates them under LOCK TABLES t WRITE, shadow WRITE.  Shown here
+    without timing: a client holds the table (an open transaction); the move's lock waits for it, and while
+    it waits the table has no trigger; after the client commits the move completes, and home again."""
+    import threading
+
+    from waiting import wait_for
+
+    spec = tpcc_w1
+    client = spec.with_database(None).connect()
+    moved: list = []
+    try:
+        cur = client.cursor()
+        cur.execute("START TRANSACTION")
+        cur.execute("SELECT COUNT(*) FROM tpcc.district")
+        cur.fetchall()  # the client's transaction holds district's metadata lock until it commits
+        mover = threading.Thread(target=lambda: moved.append(cli(
+            "table-move", "apply", "tpcc.district", "--to", tier, "--sandbox", shared_sandbox.name, "--yes",
+            "--i-accept-volatile")))
+        mover.start()
+        waiting = ("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'LOCK TABLES `tpcc`.`district` "
+                   "WRITE%' AND STATE LIKE 'Waiting for table metadata lock%'")
+        wait_for(lambda: sql(spec, waiting)[0][0][0] == 1, 120, "the copier's LOCK TABLES to wait for the client")
+        triggers = sql(spec, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_TABLE = 'district'")
+        assert triggers[0][0][0] == 0  # nothing created before the lock is held
+        cur.execute("COMMIT")
+        mover.join(300)
+        assert not mover.is_alive() and moved and moved[0].returncode == 0, moved and moved[0].stderr
+    finally:
+        client.close()
+    assert file_of(spec, "tpcc", "district").startswith(os.path.realpath(tier))
+    log = (innotier_home / "table-moves" / _journals(innotier_home)[-1] / "pt-osc.log").read_text()
+    assert "Created triggers OK" in log
+    r = cli("table-move", "back", "tpcc.district", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert _no_side_tables(spec)

@@ -380,10 +380,13 @@ def test_without_the_units_dropin_the_server_cannot_reach_home_and_the_move_roll
         Executor.create(plan, echo=lambda m: print(m, flush=True)).run()
     since = ["--after-cursor", CLEARED["cursor"]] if CLEARED["cursor"] else ["--since", CLEARED["at"]]
     journal = sh("journalctl", "--no-pager", "-o", "short-monotonic", "-u", UNIT, *since, check=False).stdout
-    record(f"{NAME}-home-denied.txt", f"the mover: {failed.value}\n\n{journal}")
+    log_error = system_server.option_files().options.get("log_error")   # where the package sends the server's log
+    error_log = Path(log_error).read_text(errors="replace")[-20000:] if log_error and Path(log_error).is_file() else ""
+    record(f"{NAME}-home-denied.txt", f"the mover: {failed.value}\n\n{journal}\n{log_error or 'no log_error'}:\n"
+                                      f"{error_log}")
     assert "rolled back" in str(failed.value) or "run `innotier move rollback --id" in str(failed.value), failed.value
-    # the server's own error (its stderr, in the unit's journal) names the path the unit hides from it
-    assert any(HOME_DENIED in ln for ln in journal.splitlines()), journal[-4000:]
+    # the server's own error (its stderr in the unit's journal, or its error log) names the path the unit hides
+    assert any(HOME_DENIED in ln for ln in (journal + error_log).splitlines()), (journal[-3000:], error_log[-1000:])
     assert _active() == "active"
     assert _datadir() == at_boot["home"]
     assert _unit_dropins() == at_boot["unit_dropins"]

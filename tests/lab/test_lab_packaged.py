@@ -87,6 +87,8 @@ def test_the_trixie_image_keeps_the_empty_stub_and_refuses_a_stub_with_rules(tmp
     (root / "usr/lib/systemd/system/mariadb.service").write_text("[Service]\n")
     stub = (fixtures_dir / "distro-packages" / "trixie-mariadb-server-11.8.9+ds-0+deb13u1.usr.sbin.mariadbd").read_text()
     profile = root / "etc/apparmor.d/usr.sbin.mariadbd"
+    with pytest.raises(LabError, match="ships no /etc/apparmor.d/usr.sbin.mariadbd"):
+        packaged_host.configure(root, server)
     profile.write_text(stub + "/usr/sbin/mariadbd {\n  /var/lib/mysql/** rwk,\n}\n")
     with pytest.raises(LabError, match="ships rules in /etc/apparmor.d/usr.sbin.mariadbd"):
         packaged_host.configure(root, server)

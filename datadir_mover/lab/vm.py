@@ -47,6 +47,10 @@ PMEM_ALIGN = 16 << 20
 MIN_DISK = 16 << 20
 READY_MARK = "innotier-lab: running"
 DONE_MARK = "innotier-lab: exit "
+# terminal control sequences on the serial console (CSI and OSC), which are not text: systemd 257 (Debian 13)
+# resets the terminal when the lab unit opens /dev/ttyS0 (ESC[!p ESC]104 BEL ESC[?7h before READY_MARK, on
+# the same line) and colours its status lines; the marks are read from the line without them
+TERMINAL_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 NOT_FOR_SPEED = ("emulated devices: the lab proves that code paths work against the real md and pmem drivers; "
                  "its speed figures say nothing about real hardware")
 SNAPSHOT_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
@@ -277,6 +281,11 @@ def run(spec: VmSpec, image: Image, run_dir: Path, *, echo: Callable[[str], None
     return _run_captured(argv, spec, run_dir, accel, echo, progress, stop)
 
 
+def console_line(raw: bytes) -> str:
+    """One line of the serial console as text: decoded, without terminal control sequences or a trailing CR."""
+    return TERMINAL_CONTROL.sub("", raw.decode(errors="replace")).rstrip("\r")
+
+
 def _run_captured(argv, spec, run_dir, accel, echo, progress, stop=None) -> VmResult:
     started = time.monotonic()
     deadline = started + spec.timeout
@@ -307,7 +316,7 @@ def _run_captured(argv, spec, run_dir, accel, echo, progress, stop=None) -> VmRe
                 buf += chunk
                 *lines, buf = buf.split(b"\n")
                 for raw in lines:
-                    line = raw.decode(errors="replace").rstrip("\r")
+                    line = console_line(raw)
                     log.write(line + "\n")
                     console.append(line)
                     if line.startswith(READY_MARK) and boot is None:

@@ -1,7 +1,7 @@
 """The system server found where its package put it (tuner.core.system_server), not where packages used to.
 
 Debian sid's MariaDB moved its socket to /run/mariadbd (and its datadir to /var/lib/mariadb, compiled in); the
-option files of both sid packages are recorded (tests/fixtures/recorded/distro-packages/option-files) and laid
+option files of both sid packages and of trixie's MariaDB are recorded (tests/fixtures/recorded/distro-packages/option-files) and laid
 out as a root tree.  The option-file reader is held against the real ``my_print_defaults``; the running-server
 path reads a real sandbox server's /proc entries, seen once as it is (no server unit: not a system server) and
 once copied with the cgroup of a packaged unit.
@@ -26,6 +26,7 @@ from tuner.core.server import model_from_variables
 
 MARIADB_SID = "sid-mariadb-server-11.8.9+ds-4"
 MYSQL_SID = "sid-mysql-server-9.7.4-2"
+MARIADB_TRIXIE = "trixie-mariadb-server-11.8.9+ds-0+deb13u1"
 
 
 @pytest.fixture
@@ -71,6 +72,21 @@ def test_sid_mariadbs_option_files_name_its_moved_socket_and_no_datadir(fixtures
     # the lab's image build initializes a datadir only where the package's postinst left none
     assert packaged_host.needs_initialize(root)
     (root / "var/lib/mariadb/mysql").mkdir(parents=True)
+    assert not packaged_host.needs_initialize(root)
+
+
+def test_trixies_mariadb_keeps_the_old_socket_and_datadir(fixtures_dir, tmp_path):
+    """Debian 13's 11.8.9 is sid's server before the move to /run/mariadbd and /var/lib/mariadb: the same files,
+    the socket and pid file under /run/mysqld, the datadir a comment (compiled in: /var/lib/mysql)."""
+    root = package_tree(fixtures_dir, tmp_path / "root", MARIADB_TRIXIE)
+    read = system_server.option_files(str(root))
+    assert read.includedirs == ("/etc/mysql/conf.d", "/etc/mysql/mariadb.conf.d")
+    assert read.options["socket"] == "/run/mysqld/mysqld.sock" and read.origins["socket"] == "/etc/mysql/my.cnf"
+    assert read.options["pid_file"] == "/run/mysqld/mysqld.pid" and "datadir" not in read.options
+    assert "log_error" not in read.options   # the server's errors go to the unit's journal
+    assert control.system_conf_dir(str(root)) == root / "etc/mysql/mariadb.conf.d"
+    assert packaged_host.package_datadirs(root) == packaged_host.PACKAGE_DATADIRS
+    (root / "var/lib/mysql/mysql").mkdir(parents=True)
     assert not packaged_host.needs_initialize(root)
 
 

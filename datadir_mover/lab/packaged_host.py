@@ -8,6 +8,11 @@ The lab adds only what a lab boot needs: its own unit that runs the command once
 masked timers and gettys of host mode, and a small redo log (every move copies the datadir under emulation).
 If the package stops shipping the profile, the build fails instead of writing one.
 
+Trixie's ``mariadb-server`` (Debian 13, the current stable) ships ``usr.sbin.mariadbd`` as an empty stub, as
+Debian 12's does: its host (``mariadb-trixie``, no ``profile_name``) keeps the stub and is the case where
+nothing confines the server.  If the package starts shipping rules there, the build fails: that host would
+then test something else.
+
 Why an image of its own and not the bookworm one with sid's packages added: ``mysql-server`` 9.7 from sid
 depends on sid's libc6 (and with it a newer libstdc++, OpenSSL and systemd); installing it into bookworm
 upgrades the base system half-way, and the bookworm image's MariaDB, golden datadir and fast groups would
@@ -21,6 +26,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from datadir_mover import apparmor
 from datadir_mover.lab import host as host_mode
 from tuner.core import system_server
 from tuner.core.errors import LabError
@@ -40,11 +46,16 @@ class PackagedServer:
     series: str            # the server's major.minor
     binary: str            # the server binary the profile attaches to
     profile: str           # the profile file the package ships (relative to the root)
-    profile_name: str      # the name the kernel lists it under
-    local: str             # its site-rule include (dh_apparmor's postinst creates it empty)
+    profile_name: str      # the name the kernel lists it under; "": the file is an empty stub, nothing confines
+    local: str             # its site-rule include (dh_apparmor's postinst creates it empty); "" with a stub
     conf_dir: str          # where the lab's option file goes (a directory the package's my.cnf includes)
     options: str           # the lab's options ([mysqld] section)
     initialize: tuple[str, ...]   # initializes the package's datadir when its postinst did not
+
+    @property
+    def confined(self) -> bool:
+        """The package's profile confines the server (else it ships an empty stub: the server runs unconfined)."""
+        return bool(self.profile_name)
 
 
 SERVERS = {s.name: s for s in (
@@ -63,7 +74,18 @@ SERVERS = {s.name: s for s in (
         options="# innotier lab: a small redo log (datadir_mover/lab/packaged_host.py says why)\n"
                 "[mariadbd]\ninnodb_log_file_size = 16M\n",
         initialize=("mariadb-install-db", "--user=mysql", "--skip-test-db")),
+    PackagedServer(
+        name="mariadb-trixie", suite="trixie", packages=("mariadb-server", "mariadb-client"),
+        unit="mariadb.service", series="11.8", binary="/usr/sbin/mariadbd", profile="etc/apparmor.d/usr.sbin.mariadbd",
+        profile_name="", local="", conf_dir="etc/mysql/mariadb.conf.d",
+        options="# innotier lab: a small redo log (datadir_mover/lab/packaged_host.py says why)\n"
+                "[mariadbd]\ninnodb_log_file_size = 16M\n",
+        initialize=("mariadb-install-db", "--user=mysql", "--skip-test-db")),
 )}
+# the hosts whose guest also moves the datadir under /home, through the unit's drop-in, with its negative control
+# (tests/lab/guest/test_in_packaged_host.py): trixie's, whose negative control it is (nothing confines its server,
+# so there is no AppArmor step to leave out); the sid hosts' passing runs predate these two tests
+HOME_MOVES = frozenset({"mariadb-trixie"})
 OPTIONS_FILE = "60-innotier-lab.cnf"
 
 
@@ -94,14 +116,12 @@ def lab_unit_text(server_unit: str) -> str:
 
 def configure(rootfs: Path, server: PackagedServer) -> None:
     """Make the bootstrapped tree a packaged host: the package's profile, unit and files left as installed."""
-    profile = rootfs / server.profile
-    if not profile.is_file() or server.binary not in profile.read_text(errors="replace"):
-        raise LabError(f"{server.packages[0]} from {server.suite} no longer ships /{server.profile} attached to "
-                       f"{server.binary}; the packaged lab host tests that profile and writes none of its own")
-    local = rootfs / server.local
-    if not local.exists():   # what the package's postinst does (dh_apparmor); a plain #include needs the file
-        local.parent.mkdir(parents=True, exist_ok=True)
-        local.touch(mode=0o644)
+    _require_shipped_profile(rootfs, server)
+    if server.confined:
+        local = rootfs / server.local
+        if not local.exists():   # what the package's postinst does (dh_apparmor); a plain #include needs the file
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.touch(mode=0o644)
     (rootfs / "etc/fstab").write_text("/dev/vda / ext4 rw 0 0\n")   # mounted rw by the initramfs: no fsck
     (rootfs / server.conf_dir / OPTIONS_FILE).write_text(server.options)
     systemd = rootfs / "etc/systemd/system"
@@ -121,6 +141,20 @@ def configure(rootfs: Path, server: PackagedServer) -> None:
         if link.is_symlink() or link.exists():
             link.unlink()
         os.symlink("/dev/null", link)
+
+
+def _require_shipped_profile(rootfs: Path, server: PackagedServer) -> None:
+    """The package still ships what its host tests: a profile attached to the server, or an empty stub."""
+    profile = rootfs / server.profile
+    text = profile.read_text(errors="replace") if profile.is_file() else None
+    if server.confined and (text is None or server.binary not in text):
+        raise LabError(f"{server.packages[0]} from {server.suite} no longer ships /{server.profile} attached to "
+                       f"{server.binary}; the packaged lab host tests that profile and writes none of its own")
+    if not server.confined and str(profile) not in apparmor.empty_stubs([server.binary], str(profile.parent)):
+        raise LabError(f"{server.packages[0]} from {server.suite} "
+                       + ("ships no " if text is None else "ships rules in ") + f"/{server.profile}; its lab host "
+                       f"({server.name}) tests the empty stub (an unconfined server): give it a profile_name and a "
+                       "local include to test that profile instead")
 
 
 # where packages keep the datadir when no option file sets it (compiled in): sid's MariaDB, MySQL and older MariaDB

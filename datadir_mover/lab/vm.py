@@ -47,6 +47,12 @@ PMEM_ALIGN = 16 << 20
 MIN_DISK = 16 << 20
 READY_MARK = "innotier-lab: running"
 DONE_MARK = "innotier-lab: exit "
+# terminal control sequences on the serial console, which are not text: when the lab unit opens /dev/ttyS0,
+# systemd 257 (Debian 13) resets the terminal (ESC[!p ESC]104 BEL ESC[?7h) and systemd 262 (sid) asks for its
+# name (ESC P+q6E616D65 ESC\ ESC7 ESC8 ...), both on the line of READY_MARK; both colour their status lines.
+# The marks are read from the line without them: CSI, then the strings (DCS, OSC, SOS, PM, APC) up to BEL or
+# ST, then the other escapes (ESC 7, ESC 8, ESC c, ESC ( B)
+TERMINAL_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[P\]X^_][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]")
 NOT_FOR_SPEED = ("emulated devices: the lab proves that code paths work against the real md and pmem drivers; "
                  "its speed figures say nothing about real hardware")
 SNAPSHOT_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
@@ -277,6 +283,11 @@ def run(spec: VmSpec, image: Image, run_dir: Path, *, echo: Callable[[str], None
     return _run_captured(argv, spec, run_dir, accel, echo, progress, stop)
 
 
+def console_line(raw: bytes) -> str:
+    """One line of the serial console as text: decoded, without terminal control sequences or a trailing CR."""
+    return TERMINAL_CONTROL.sub("", raw.decode(errors="replace")).rstrip("\r")
+
+
 def _run_captured(argv, spec, run_dir, accel, echo, progress, stop=None) -> VmResult:
     started = time.monotonic()
     deadline = started + spec.timeout
@@ -307,7 +318,7 @@ def _run_captured(argv, spec, run_dir, accel, echo, progress, stop=None) -> VmRe
                 buf += chunk
                 *lines, buf = buf.split(b"\n")
                 for raw in lines:
-                    line = raw.decode(errors="replace").rstrip("\r")
+                    line = console_line(raw)
                     log.write(line + "\n")
                     console.append(line)
                     if line.startswith(READY_MARK) and boot is None:

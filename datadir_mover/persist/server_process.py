@@ -20,6 +20,7 @@ from tuner.core.errors import TierError
 from tuner.core.server import ServerModel
 from tuner.core.sandbox import Sandbox, SandboxState
 from tuner.core.sandbox.process import pid_alive, read_pid
+from tuner.core.system_server import unit_of_pid
 
 from datadir_mover.move.control import systemd_is_pid1
 
@@ -60,17 +61,14 @@ def _unit_property(unit: str, prop: str) -> str:
     return r.stdout.strip()
 
 
-def _unit_of(pid: int) -> str | None:
-    """The systemd service whose cgroup holds ``pid`` (only where systemd is PID 1)."""
+def _main_unit_of(pid: int) -> str | None:
+    """The systemd service whose main process is ``pid`` (only where systemd is PID 1): the unit its cgroup
+    names, and only when that unit's MainPID is ``pid``, not a service the server was merely started from (a CI
+    runner, a shell in a service)."""
     if not systemd_is_pid1():
         return None
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    names = [part for ln in lines for part in ln.split(":", 2)[-1].split("/") if part.endswith(".service")]
-    # the server's own unit, not a service it was merely started from (a CI runner, a shell in a service)
-    return names[-1] if names and _unit_property(names[-1], "MainPID") == str(pid) else None
+    unit = unit_of_pid(pid)
+    return unit if unit and _unit_property(unit, "MainPID") == str(pid) else None
 
 
 def identify(model: ServerModel) -> dict[str, Any]:
@@ -83,7 +81,7 @@ def identify(model: ServerModel) -> dict[str, Any]:
         argv = _cmdline(pid) if pid else []
         if _binary_index(argv) is not None:
             out["server_argv"] = argv
-            if unit := _unit_of(pid):
+            if unit := _main_unit_of(pid):
                 out["unit"] = unit
     return out
 

@@ -187,3 +187,28 @@ def test_a_run_stopped_from_another_thread_kills_its_machine_and_has_no_exit_cod
     assert result.exit_code is None and not result.timed_out
     assert said == ["lab: stopped before the end (qemu killed)"]
     assert not Path(f"/proc/{(tmp_path / 'pid').read_text().strip()}").exists()
+
+
+@pytest.mark.parametrize("host, control", [
+    ("trixie", b"\x1b[!p\x1b]104\x07\x1b[?7h"),                                 # systemd 257: a terminal reset
+    ("sid", b"\x1bP+q6E616D65\x1b\\\x1b7\x1b8\x1bP+q6E616D65\x1b\\")])      # systemd 262: asks the terminal's name
+def test_the_console_marks_are_read_through_systemds_terminal_control(tmp_path, fixtures_dir, host, control):
+    """The packaged hosts' consoles as recorded (tests/fixtures/recorded/hardware-lab): systemd writes terminal
+    control sequences on the lab unit's first line, before READY_MARK.  Replayed by a stand-in for qemu, the run
+    sees the guest come up (a boot time, the guest's lines echoed) and its end; the console log keeps the text
+    without the control sequences.  Read with the mark at the line's start only, those runs had no boot time
+    and echoed nothing."""
+    recorded = fixtures_dir / "hardware-lab" / f"console-{host}-packaged-host.log"
+    assert recorded.read_bytes().startswith(control + vm.READY_MARK.encode())
+    echoed, said = [], []
+    spec = vm.VmSpec(command=("true",), timeout=120, source=tmp_path)
+    result = vm._run_captured(["cat", str(recorded)], spec, tmp_path, "tcg", echoed.append, said.append)
+    assert result.boot_seconds is not None and said and said[0].startswith("lab: guest up after "), said
+    assert "test session starts" in echoed[0], echoed[:2]
+    assert any("test_the_datadir_moves_back_home PASSED" in ln for ln in echoed)
+    if host == "trixie":   # its negative control's failed start, coloured by systemd inside a pytest line
+        assert any("[FAILED] Failed to start mariadb.service - MariaDB 11.8.9" in ln for ln in echoed)
+    assert not any(vm.DONE_MARK in ln for ln in echoed)   # the end mark ends the echo
+    console = (tmp_path / "console.log").read_text()
+    assert console.startswith(vm.READY_MARK) and "\x1b" not in console
+    assert vm.console_line(b"plain line\r") == "plain line"

@@ -1,13 +1,16 @@
-"""Opt-in: Debian sid's own server packages booted as packaged, each confined by the AppArmor profile it ships.
+"""Opt-in: Debian's own server packages booted as packaged, under the AppArmor profile each ships.
 
 mysql-sid: sid's mysql-server 9.7 as mysql.service under /etc/apparmor.d/usr.sbin.mysqld; mariadb-sid: sid's
-mariadb-server 11.8 as mariadb.service under /etc/apparmor.d/mariadbd (datadir_mover/lab/packaged_host.py).
-Not run by default (the CI lab budget): INNOTIER_LAB_SID=1 runs both, INNOTIER_LAB_SID=mysql-sid one; each
-builds its sid image once per machine (cached like the standard image) and boots it once with systemd as
-PID 1 to run tests/lab/guest/test_in_packaged_host.py.  docs/production-server.md has what a run showed and
-what CI would pay.
+mariadb-server 11.8 as mariadb.service under /etc/apparmor.d/mariadbd; mariadb-trixie: Debian 13's
+mariadb-server 11.8 as mariadb.service with the empty usr.sbin.mariadbd stub it ships (nothing confines the
+server; its guest also moves the datadir under /home through the unit's drop-in, with a negative control)
+(datadir_mover/lab/packaged_host.py).  Not run by default (the CI lab budget): INNOTIER_LAB_PACKAGED=1 runs
+all three, INNOTIER_LAB_PACKAGED=mariadb-trixie one (a comma list several; INNOTIER_LAB_SID, its older name,
+still works); each builds its image once per machine (cached like the standard image) and boots it once with
+systemd as PID 1 to run tests/lab/guest/test_in_packaged_host.py.  docs/production-server.md has what the runs
+showed and what CI would pay.
 
-    INNOTIER_LAB_SID=mysql-sid .venv/bin/python -m pytest -q -rs tests/lab/test_lab_sid.py
+    INNOTIER_LAB_PACKAGED=mariadb-trixie .venv/bin/python -m pytest -q -rs tests/lab/test_lab_packaged.py
 """
 
 from __future__ import annotations
@@ -25,13 +28,19 @@ from datadir_mover.lab import vm
 from labvm import REPO, group_seconds, load_average, record
 from tuner.core.errors import LabError
 
-WANTED = os.environ.get("INNOTIER_LAB_SID", "")
-SKIP_REASON = ("opt-in: set INNOTIER_LAB_SID=1 (or =mysql-sid, =mariadb-sid) to build a Debian sid image (once per "
-               "machine) and boot it to move sid's server package under its shipped AppArmor profile "
-               "(docs/production-server.md: what CI would pay)")
+WANTED = os.environ.get("INNOTIER_LAB_PACKAGED") or os.environ.get("INNOTIER_LAB_SID", "")
+SKIP_REASON = ("opt-in: set INNOTIER_LAB_PACKAGED=1 (or =mysql-sid, =mariadb-sid, =mariadb-trixie) to build that "
+               "Debian image (once per machine) and boot it to move the suite's server package under the AppArmor "
+               "profile it ships (docs/production-server.md: what CI would pay)")
 GUEST = "tests/lab/guest/test_in_packaged_host.py"
-GUEST_TESTS = 4
-RECORDED = REPO / "out" / "lab-sid"
+GUEST_TESTS = 6
+RECORDED = REPO / "out" / "lab-packaged"
+
+
+def expected_skips(server: packaged_host.PackagedServer) -> int:
+    """The guest tests that do not apply to a host: the AppArmor negative control where nothing confines the
+    server; the move under /home and its control on the hosts not in packaged_host.HOME_MOVES."""
+    return (not server.confined) + 2 * (server.name not in packaged_host.HOME_MOVES)
 
 
 def test_the_sid_image_recipe_keeps_the_package_profile_and_the_standard_images_key(tmp_path):
@@ -63,12 +72,40 @@ def test_the_sid_image_recipe_keeps_the_package_profile_and_the_standard_images_
     assert "innodb_redo_log_capacity" in (root / "etc/mysql/mysql.conf.d/60-innotier-lab.cnf").read_text()
 
 
+def test_the_trixie_image_keeps_the_empty_stub_and_refuses_a_stub_with_rules(tmp_path, fixtures_dir):
+    """Without booting: trixie's host is an image of its own whose package profile is the empty stub Debian ships
+    (the recorded file); the build keeps it as it is and makes no local include, and a stub that gained rules
+    is refused (that host would no longer test an unconfined server)."""
+    trixie = lab_image.packaged_spec(REPO, "mariadb-trixie")
+    assert trixie.suite == "trixie" and trixie.key() not in {lab_image.packaged_spec(REPO, n).key()
+                                                             for n in ("mysql-sid", "mariadb-sid")}
+    server = packaged_host.get("mariadb-trixie")
+    assert not server.confined and packaged_host.get("mariadb-sid").confined
+    root = tmp_path / "rootfs"
+    for d in ("etc/apparmor.d", "etc/systemd/system", "etc/mysql/mariadb.conf.d", "usr/lib/systemd/system"):
+        (root / d).mkdir(parents=True)
+    (root / "usr/lib/systemd/system/mariadb.service").write_text("[Service]\n")
+    stub = (fixtures_dir / "distro-packages" / "trixie-mariadb-server-11.8.9+ds-0+deb13u1.usr.sbin.mariadbd").read_text()
+    profile = root / "etc/apparmor.d/usr.sbin.mariadbd"
+    with pytest.raises(LabError, match="ships no /etc/apparmor.d/usr.sbin.mariadbd"):
+        packaged_host.configure(root, server)
+    profile.write_text(stub + "/usr/sbin/mariadbd {\n  /var/lib/mysql/** rwk,\n}\n")
+    with pytest.raises(LabError, match="ships rules in /etc/apparmor.d/usr.sbin.mariadbd"):
+        packaged_host.configure(root, server)
+    profile.write_text(stub)
+    packaged_host.configure(root, server)
+    assert profile.read_text() == stub and not (root / "etc/apparmor.d/local").exists()
+    assert "After=mariadb.service" in (root / "etc/systemd/system/innotier-lab.service").read_text()
+    assert "innodb_log_file_size = 16M" in (root / "etc/mysql/mariadb.conf.d/60-innotier-lab.cnf").read_text()
+    assert expected_skips(server) == 1 and expected_skips(packaged_host.get("mysql-sid")) == 2
+
+
 @pytest.mark.lab
 @pytest.mark.slow
 @pytest.mark.root
 @pytest.mark.timeout(7200)
 @pytest.mark.parametrize("name", sorted(packaged_host.SERVERS))
-def test_the_sid_package_moves_onto_dax_under_its_shipped_profile_and_back(name, tmp_path):
+def test_the_package_moves_onto_dax_under_its_shipped_profile_and_back(name, tmp_path):
     if WANTED != "1" and name not in WANTED.split(","):
         pytest.skip(SKIP_REASON)
     blockers = lab_image.host_blockers()
@@ -104,4 +141,4 @@ def test_the_sid_package_moves_onto_dax_under_its_shipped_profile_and_back(name,
            + f"; load average {load_average()}")
     assert result.exit_code == 0, f"in-guest pytest failed (exit {result.exit_code}):\n{result.output[-6000:]}"
     counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-    assert counts == {"tests": GUEST_TESTS, "failures": 0, "errors": 0, "skipped": 0}, counts
+    assert counts == {"tests": GUEST_TESTS, "failures": 0, "errors": 0, "skipped": expected_skips(server)}, counts

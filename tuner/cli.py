@@ -39,7 +39,7 @@ COMMANDS: dict[str, Command] = {
                    "a VM with real PMEM/DAX and md RAID drivers to rehearse tiers and moves"),
     "tpcc": Command("tuner.tpcc.tpcc_cli", "the TPC-C workload: load, run, check, compare"),
     "placement": Command("tuner.placement.placement_cli",
-                         "where the I/O goes and what belongs on the fast tier: measure, tier, advise, check, show"),
+                         "where the I/O goes and what belongs on the fast tier: measure, tier, advise, check, apply, show"),
     "sweep": Command("tuner.sweep.sweep_cli", "TPC-C sweeps: plan, run (resumable), report"),
     "results": Command("tuner.sweep.sweep_cli", "the sweep results database: list, show, export"),
     "demo": Command("tuner.sweep.sweep_cli",

@@ -304,3 +304,68 @@ def test_a_sweep_placement_names_tpcc_tables_only_and_places_them_on_both_flavor
         with pytest.raises(SweepError, match="unknown; valid: .*tpcc.<table>") as err:
             parse_spec({**doc, "axes": {"placement": [{bad: "fast"}]}})
         assert "\n" not in str(err.value)
+
+
+def _file_of(spec, table: str) -> tuple[str, int]:
+    """Where the server says the table's file is, and its row count."""
+    conn = spec.with_database(None).connect()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT FILENAME FROM information_schema.INNODB_SYS_TABLESPACES WHERE NAME = %s", (table.replace(".", "/"),))
+        row = cur.fetchone()
+        cur.execute(f"SELECT COUNT(*) FROM {table}")
+        return row[0] if row else "", cur.fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_apply_moves_the_picks_tables_online_and_names_the_components(tpcc_w1, shared_sandbox, cli, tmp_path,
+                                                                     check_tier, innotier_home):
+    """`placement apply`: a stored advice whose pick is a TPC-C table and the redo log, on the shared MariaDB
+    sandbox: `--plan` moves nothing; the real run moves the table onto the tier online (the server names its new
+    file there), prints the redo's `move apply` command and runs no restart; bad input is one line."""
+    from tuner.placement.model import Candidate, FileIo, Interval, TierCost
+
+    results = str(tmp_path / "apply.db")
+    root = os.path.join(check_tier, "apply-root")
+    os.makedirs(root, exist_ok=True)
+    files = {"/d/tpcc/item.ibd": ("tpcc.item", "table", 10 * MIB), "/d/ib_logfile0": ("redo", "redo", 8 * MIB),
+             "/d/tpcc/stock.ibd": ("tpcc.stock", "table", 40 * MIB)}
+    profile = IoProfile("io-apply", "2026-12-02T10:00:00+00:00",
+                        {"flavor": "mariadb", "version": _host_version(), "page_size": 16384},
+                        {"kind": "tpcc", "settings": {"clients": 2}, "result": {"warehouses": 1}},
+                        tuple(Interval(1.0, {f: FileIo(reads=50, read_s=0.02 * (2 if k == "tpcc.item" else 1),
+                                                       misc=2, misc_s=0.001) for f, (k, _, _) in files.items()})
+                              for _ in range(3)),
+                        tuple(Candidate(k, kind, k, (f,), n) for f, (k, kind, n) in files.items()), (), {})
+    tier = TierCost("tier-apply", os.path.realpath(check_tier), "tmpfs", "tmpfs", True, "O_DIRECT", 16384, 40e-6,
+                    36e-6, 1e-6, 2e8, 2e8, 1 << 30, "2026-12-02T10:00:00+00:00", "fio-3.33")
+    with PlacementStore(results) as store:
+        store.put_profile(profile)
+        store.put_tier(tier)
+        advice = advisor.stored(advisor.advise(profile, tier, 20 * MIB), None)
+        store.put_advice(advice)
+    assert sorted(advice.advice.pick.keys) == ["redo", "tpcc.item"], advice.advice.pick
+    home_file, rows = _file_of(tpcc_w1, "tpcc.item")
+    sb = ["--sandbox", shared_sandbox.name, "--results", results]
+
+    r = cli("placement", "apply", "--to", root, "--i-accept-volatile", "--plan", *sb)
+    assert r.returncode == 0, r.stderr
+    assert "table tpcc.item" in r.stdout and "innotier move apply redo --to" in r.stdout, r.stdout
+    assert _file_of(tpcc_w1, "tpcc.item")[0] == home_file  # the plan moved nothing
+
+    # bad input: a root that is not there, an unconfirmed run: one line each, nothing moved
+    r = cli("placement", "apply", "--to", str(tmp_path / "nowhere"), "--i-accept-volatile", *sb)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "tpcc.item of advice" in r.stderr and "nothing was moved" in r.stderr, r.stderr
+    _one_line(cli("placement", "apply", "--to", root, "--i-accept-volatile", *sb, input=""), "--yes")
+    assert _file_of(tpcc_w1, "tpcc.item")[0] == home_file
+
+    r = cli("placement", "apply", "--to", root, "--i-accept-volatile", "--yes", *sb)
+    assert r.returncode == 0, r.stderr
+    moved, moved_rows = _file_of(tpcc_w1, "tpcc.item")
+    assert moved_rows == rows and moved.startswith(os.path.realpath(root) + "/") and moved.endswith("/item.ibd"), moved
+    assert "moved tpcc.item" in r.stdout and "next, in a maintenance window: innotier move apply redo" in r.stdout
+    r = cli("table-move", "back", "tpcc.item", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert _file_of(tpcc_w1, "tpcc.item") == (home_file, rows)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 
+from datadir_mover.journaled_args import confirm
 from tuner.core.cliutil import add_connection_args, connection_from_args, print_json, print_table
 from tuner.core.errors import UsageError
 from tuner.core.units import human_size, parse_page_size, parse_size
-from tuner.placement import advisor, check_cli, measure, report, tiercost
+from tuner.placement import advisor, apply, check_cli, measure, report, tiercost
 from tuner.placement.store import PlacementStore
 from tuner.tpcc.config import RunConfig
 
-HELP = "where the I/O goes and what belongs on the fast tier: measure, tier, advise, check, show"
+HELP = "where the I/O goes and what belongs on the fast tier: measure, tier, advise, check, apply, show"
 
 
 def register(sub) -> None:
@@ -54,6 +55,19 @@ def register(sub) -> None:
     check_cli.add_arguments(c)
     _common(c)
     c.set_defaults(func=check_cli.cmd_check)
+
+    ap = ps.add_parser("apply", help="move a stored advice's tables onto the tier online (its components: the "
+                                     "commands, a restart each)")
+    ap.add_argument("--advice", help="a stored advice id or prefix (default: the newest)")
+    ap.add_argument("--to", required=True, metavar="ROOT", help="the tier directory the tables go to")
+    ap.add_argument("--i-accept-volatile", action="store_true",
+                    help="a root on tmpfs/ramfs/zram without persistence: a power loss loses the tables")
+    ap.add_argument("--persist-backing", metavar="DIR", help="the `innotier persist` backing that keeps a volatile root")
+    ap.add_argument("--plan", action="store_true", help="print what would move, move nothing")
+    ap.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_connection_args(ap)
+    ap.add_argument("--results", metavar="PATH", help="results database (default $INNOTIER_HOME/results.db)")
+    ap.set_defaults(func=cmd_apply)
 
     s = ps.add_parser("show", help="stored profiles and tiers, or one profile's files")
     s.add_argument("profile", nargs="?", help="a profile id (or prefix)")
@@ -168,3 +182,23 @@ def _show_profile(profile, args) -> None:
         print(f"note: {note}")
     if args.png:
         print(f"picture: {args.png}")
+
+
+def cmd_apply(args) -> int:
+    with PlacementStore(args.results) as store:
+        stored = store.advice(args.advice)
+        profile = store.profile(stored.advice.profile_id)
+    kinds = {c.key: c.kind for c in profile.candidates}
+    request = apply.ApplyRequest(root=args.to, accept_volatile=args.i_accept_volatile,
+                                 persist_backing=args.persist_backing)
+    plan = apply.plan(stored, kinds, request, connection_from_args(args))
+    apply.describe(plan)
+    if args.plan or not plan.tables:
+        return 0
+    confirm(f"Move {len(plan.tables)} table(s) of advice {plan.advice_id} to {args.to} online?", args.yes)
+    res = apply.execute(plan)
+    for r in res.moved:
+        print(f"moved {r['table']}: now in {r['file']} ({r['seconds']:.1f} s)")
+    for comp, command in res.components:
+        print(f"next, in a maintenance window: {command}")
+    return 0

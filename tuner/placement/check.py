@@ -329,8 +329,7 @@ def _spec_doc(request: CheckRequest, stored: StoredAdvice, server: Mapping[str, 
         "name": "placement-check-" + stored.advice_id.replace("_", "-")[-40:],
         "description": f"Advice {stored.advice_id} ({human_size(stored.advice.budget_bytes)} on "
                        f"{target.mountpoint}) checked by measurement: nothing moved, the advisor's pick"
-                       + (f" (and at {', '.join(c.name[len(AT_BUDGET):] for c in cells if c.name.startswith(AT_BUDGET))})"
-                          if any(c.name.startswith(AT_BUDGET) for c in cells) else "")
+                       + (f" (and at {', '.join(more)})" if (more := _more_budgets(cells)) else "")
                        + ", naive picks of the same budget, everything on the tier (issue 31, item 4).",
         "workload": {"driver": "builtin", "mode": settings.get("mode") or "procedures", "warehouses": int(warehouses),
                      "warmup": request.warmup, "duration": request.duration, "interval": request.interval},
@@ -342,6 +341,11 @@ def _spec_doc(request: CheckRequest, stored: StoredAdvice, server: Mapping[str, 
 
 
 # ---- plan -> execution -> result -------------------------------------------------------------------
+
+def _more_budgets(cells: tuple[CheckCell, ...]) -> list[str]:
+    """The further budgets' names, also of picks merged into another cell ("advisor = advisor at 8.0 MiB")."""
+    return [part[len(AT_BUDGET):] for c in cells for part in c.name.split(" = ") if part.startswith(AT_BUDGET)]
+
 
 def sweep_plan(plan: CheckPlan) -> Plan:
     """The sweep's own plan (validated: tiers, binaries, cells); printable with tuner.sweep.plan.print_plan."""

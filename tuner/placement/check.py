@@ -186,12 +186,15 @@ def build(request: CheckRequest, store: PlacementStore) -> CheckPlan:
     settings = profile.workload.get("settings") or {}
     clients = int(settings.get("clients") or 8)
     here = store.tier(stored.here_tier_id) if stored.here_tier_id else None
-    cells = tuple(_cells(advice, profile, request.naive, _picks_at(request.budgets, advice, profile, target, here)))
+    more = _picks_at(request.budgets, advice, profile, target, here)
+    cells = tuple(_cells(advice, profile, request.naive, more))
     doc = _spec_doc(request, stored, profile.server, settings, profile.workload.get("result") or {},
                     slow_tier(request.slow, store, stored), target, cells)
     notes = list(advice.notes)
     notes += [f"{c.name} holds {human_size(c.bytes)}, more than the budget of {human_size(advice.budget_bytes)}"
               for c in cells[1:-1] if c.bytes > advice.budget_bytes and not c.name.startswith(AT_BUDGET)]
+    notes += [f"the {p.name} picks nothing (no candidate that fits has a predicted saving): that cell is none's"
+              for p in more if not p.keys]
     if advice.measured_wait <= 0:
         notes.append("the profile measured no I/O wait: every prediction is zero")
     return CheckPlan(stored, target, dict(profile.server), clients, cells, doc, tuple(notes))

@@ -108,8 +108,11 @@ def test_an_advice_is_checked_by_a_sweep_with_every_file_where_the_cell_says(tpc
         r = rows[c.name]
         assert r.predicted == c.predicted and r.bytes_advised == c.bytes and r.bytes_placed > 0
     table_cells = [c for c in plan.cells[1:-1] if c.keys]
-    for c in table_cells:  # the tables' own files, as the cells' servers reported them
-        assert rows[c.name].bytes_placed >= sum(profile.candidate(k).size_bytes for k in c.keys) // 2
+    for c in table_cells:  # the tables' own files, as the cells' servers reported them: a page or more each, and
+        # no more than measured plus allocation slack (the placing rebuilds a table, which compacts it: CI saw
+        # new_order, emptied in part by Deliveries, placed at 384 KiB against 816 KiB measured)
+        measured = sum(profile.candidate(k).size_bytes for k in c.keys)
+        assert 16384 * len(c.keys) <= rows[c.name].bytes_placed <= measured + 4 * MIB, (c.name, measured)
     assert any("one block" in n for n in res.notes)
     # the advisor's pick against the naive one of the same budget is asked in the same family (not after the fact)
     separate = any(c.name.split(" = ")[0] == "advisor" for c in plan.cells) and "largest tables" in names

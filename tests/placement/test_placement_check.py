@@ -55,7 +55,8 @@ def test_an_advice_is_checked_by_a_sweep_with_every_file_where_the_cell_says(tpc
     names = [c.name for c in plan.cells]
     assert names[0].startswith("none") and names[-1] == "everything" and len(names) >= 3, names
     # the advisor's pick at a second budget, from the same profile and tiers, is a cell too (alone or merged)
-    at_8, pick_8 = next(c for c in plan.cells if "advisor at 8.0 MiB" in c.name), advisor.advise(profile, fast, 8 * MIB).pick
+    at_8 = next(c for c in plan.cells if "advisor at 8.0 MiB" in c.name)
+    pick_8 = advisor.advise(profile, fast, 8 * MIB).pick
     assert at_8.bytes <= 8 * MIB and at_8.predicted == pick_8.saving and set(at_8.keys) == set(pick_8.keys)
     # a budget where nothing that fits saves anything is none's cell, and a note says so
     assert bool(pick_8.keys) or (at_8 is plan.cells[0] and any("advisor at 8.0 MiB picks nothing" in n
@@ -317,7 +318,8 @@ def _file_of(spec, table: str) -> tuple[str, int]:
     conn = spec.with_database(None).connect()
     try:
         cur = conn.cursor()
-        cur.execute("SELECT FILENAME FROM information_schema.INNODB_SYS_TABLESPACES WHERE NAME = %s", (table.replace(".", "/"),))
+        cur.execute("SELECT FILENAME FROM information_schema.INNODB_SYS_TABLESPACES WHERE NAME = %s",
+                    (table.replace(".", "/"),))
         row = cur.fetchone()
         cur.execute(f"SELECT COUNT(*) FROM {table}")
         return row[0] if row else "", cur.fetchone()[0]

@@ -20,7 +20,7 @@ from datadir_mover.tablemove.steps import TableMover
 from tuner.core.errors import InnotierError, UsageError
 from tuner.core.server import ConnectionSpec
 from tuner.core.units import human_size
-from tuner.placement.model import StoredAdvice
+from tuner.placement.model import COMPONENT_KINDS, StoredAdvice
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,11 @@ def plan(stored: StoredAdvice, kinds: dict[str, str], request: ApplyRequest, spe
     advice = stored.advice
     gains = advice.gains or {}
     keys = sorted(advice.pick.keys, key=lambda k: -gains.get(k, 0.0))
-    unknown = [k for k in keys if kinds.get(k) not in ("table", "redo", "undo", "doublewrite", "tmpdir", "ibdata")]
+    unknown = [k for k in keys if kinds.get(k) not in ("table", *COMPONENT_KINDS)]
     if unknown:
-        raise UsageError(f"advice {stored.advice_id} picks {unknown[0]} ({kinds.get(unknown[0]) or 'not in its profile'}), "
-                         "which cannot be moved on its own; move it by hand or advise again without it")
+        kind = kinds.get(unknown[0]) or "not in its profile"
+        raise UsageError(f"advice {stored.advice_id} picks {unknown[0]} ({kind}), which cannot be moved on its own; "
+                         "move it by hand or advise again without it")
     tables = []
     for key in (k for k in keys if kinds[k] == "table"):
         schema, _, table = key.partition(".")
@@ -91,8 +92,9 @@ def execute(p: ApplyPlan, echo: Callable[[str], None] = print) -> ApplyResult:
 def describe(p: ApplyPlan, echo: Callable[[str], None] = print) -> None:
     echo(f"advice {p.advice_id}: {len(p.tables)} table(s) online, {len(p.components)} component(s) by restart")
     for tp in p.tables:
-        echo(f"  table {tp.schema}.{tp.table}: {human_size(tp.bytes)}, {tp.file_before} -> {tp.file_after} "
-             f"({'pt-online-schema-change shadow, proven, swapped' if tp.method == 'pt-osc' else 'ALTER TABLE ... TABLESPACE'})")
+        how = ("pt-online-schema-change shadow, proven, swapped" if tp.method == "pt-osc"
+               else "ALTER TABLE ... TABLESPACE")
+        echo(f"  table {tp.schema}.{tp.table}: {human_size(tp.bytes)}, {tp.file_before} -> {tp.file_after} ({how})")
     for comp, command in p.components:
         echo(f"  {comp}: {command}")
     for note in p.notes:

@@ -62,7 +62,8 @@ def register(sub) -> None:
     ap.add_argument("--to", required=True, metavar="ROOT", help="the tier directory the tables go to")
     ap.add_argument("--i-accept-volatile", action="store_true",
                     help="a root on tmpfs/ramfs/zram without persistence: a power loss loses the tables")
-    ap.add_argument("--persist-backing", metavar="DIR", help="the `innotier persist` backing that keeps a volatile root")
+    ap.add_argument("--persist-backing", metavar="DIR",
+                    help="the `innotier persist` backing that keeps a volatile root")
     ap.add_argument("--plan", action="store_true", help="print what would move, move nothing")
     ap.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_connection_args(ap)

@@ -52,7 +52,8 @@ def test_no_file_names_a_folder_outside_the_checkout():
 def test_recorded_fixture_groups_carry_their_provenance(fixtures_dir):
     assert fixtures_dir == REPO / "tests" / "fixtures" / "recorded"
     groups = sorted(p.name for p in fixtures_dir.iterdir() if p.is_dir())
-    assert groups == ["distro-packages", "hardware", "hardware-lab", "innodb-status", "local-tiers", "peer-output"]
+    assert groups == ["distro-packages", "hardware", "hardware-lab", "innodb-status", "local-tiers", "peer-output",
+                      "placement-goal-run"]
     for g in groups:
         readmes = list((fixtures_dir / g).glob("README*"))
         assert len(readmes) == 1, g

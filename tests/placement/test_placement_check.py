@@ -17,6 +17,7 @@ import mvhelpers
 from sqlhelpers import stored_rows
 
 from tuner.core.errors import SweepError, UsageError
+from tuner.core.probe import mount_of
 from tuner.core.server import Flavor
 from tuner.placement import advisor, check, measure, tiercost
 from tuner.placement.model import IoProfile
@@ -45,11 +46,14 @@ def test_an_advice_is_checked_by_a_sweep_with_every_file_where_the_cell_says(tpc
     profile = measure.measure(tpcc_w1.with_database(None), interval=1.0,
                               tpcc=RunConfig(clients=2, warmup=1, duration=3, interval=1, database="tpcc"))
     fast = tiercost.characterize(check_tier, size_bytes=8 * MIB, runtime_s=1)
+    here = tiercost.characterize(mount_of(innotier_home).mountpoint, size_bytes=8 * MIB, runtime_s=1)
+    assert fast.randread_iops > 0 and fast.randwrite_iops > 0 and here.randread_iops > 0
     advice = advisor.advise(profile, fast, 24 * MIB)
     with PlacementStore(results) as store:
         store.put_profile(profile)
         store.put_tier(fast)
-        store.put_advice(advisor.stored(advice, None))
+        store.put_tier(here)
+        store.put_advice(advisor.stored(advice, here))
         plan = check.build(check.CheckRequest(naive=("largest tables",), budgets=(8 * MIB,), blocks=1, warmup=1,
                                               duration=3, interval=1), store)
     names = [c.name for c in plan.cells]
@@ -105,6 +109,16 @@ def test_an_advice_is_checked_by_a_sweep_with_every_file_where_the_cell_says(tpc
     for r in res.rows[1:-1]:
         assert r.calibrated_ratio == pytest.approx(check.calibrated(r.predicted_share, every.measured_ratio))
         assert min(1.0, every.measured_ratio) <= r.calibrated_ratio <= max(1.0, every.measured_ratio), r
+    # the queueing network, fitted to everything's measured ratio (or a note why there is none on this run)
+    network, why = check.queueing_model(plan, every.measured_ratio)
+    if network is None:
+        assert why in res.notes and all(r.queueing_ratio is None for r in res.rows), (why, res.notes)
+    else:
+        assert rows[names[0]].queueing_ratio == 1.0
+        assert every.queueing_ratio == pytest.approx(every.measured_ratio, rel=1e-6)
+        for c in plan.cells[1:-1]:
+            assert rows[c.name].queueing_ratio == pytest.approx(network.ratio(c.keys))
+            assert 1.0 <= rows[c.name].queueing_ratio <= every.measured_ratio * (1 + 1e-6)
     for c in plan.cells[1:]:
         r = rows[c.name]
         assert r.predicted == c.predicted and r.bytes_advised == c.bytes and r.bytes_placed > 0

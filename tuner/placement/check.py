@@ -30,7 +30,11 @@ C clients that spend S of their C client-seconds per second waiting on I/O the t
 times faster, if all of that wait was in the clients' foreground (background writes are not).  Where the
 slow tier costs more than the counted waits (locks held across slow reads, waits for free pages), that
 model is far too low; a second one, calibrated on everything's measured ratio E, predicts each pick's
-ratio from its predicted share p by the residence-time law, 1 / (1 - p (1 - 1/E)) (``calibrated``).
+ratio from its predicted share p by the residence-time law, 1 / (1 - p (1 - 1/E)) (``calibrated``).  The
+law has no notion of a tier's capacity; a third, a closed queueing network of the two tiers' read and write
+stations (``tuner.placement.queueing``: each file's measured operations per transaction, each tier's
+capacity at depth from `placement tier`, the rest of a transaction fitted to E), predicts where the files
+left behind become the bottleneck (``queueing``).
 """
 
 from __future__ import annotations
@@ -50,8 +54,9 @@ from tuner.core.probe import mount_of
 from tuner.core.sandbox import ServerBinaries, binaries_for_server, find_binaries
 from tuner.core.server import Version
 from tuner.core.units import format_size, human_size
+from tuner.placement import queueing
 from tuner.placement.advisor import advise
-from tuner.placement.model import COMPONENT_KINDS, Pick, StoredAdvice, TierCost
+from tuner.placement.model import COMPONENT_KINDS, IoProfile, Pick, StoredAdvice, TierCost
 from tuner.placement.store import PlacementStore
 from tuner.placement.tiercost import check_mount
 from tuner.sweep.analysis import Verdict, configs_from, questions
@@ -109,6 +114,8 @@ class CheckPlan:
     cells: tuple[CheckCell, ...]
     spec_doc: Mapping[str, Any]         # the generated sweep spec
     notes: tuple[str, ...] = ()
+    profile: IoProfile | None = None    # the advice's measured profile (the queueing model's I/O per transaction)
+    slow_cost: TierCost | None = None   # the slow tier's cost (the advice's --here)
 
     def spec(self) -> SweepSpec:
         spec = parse_spec(dict(self.spec_doc), source=f"placement check of {self.stored.advice_id}")
@@ -140,6 +147,7 @@ class CheckRow:
     predicted_share: float | None       # of everything's predicted saving
     predicted_ratio: float | None       # the closed-loop model's throughput ratio
     calibrated_ratio: float | None      # the residence-time law calibrated on everything's measured ratio
+    queueing_ratio: float | None        # the queueing network (tiers' capacities) calibrated the same way
     tpmc: float | None                  # geometric mean over the blocks
     measured_ratio: float | None
     measured_low: float | None
@@ -197,7 +205,7 @@ def build(request: CheckRequest, store: PlacementStore) -> CheckPlan:
               for p in more if not p.keys]
     if advice.measured_wait <= 0:
         notes.append("the profile measured no I/O wait: every prediction is zero")
-    return CheckPlan(stored, target, dict(profile.server), clients, cells, doc, tuple(notes))
+    return CheckPlan(stored, target, dict(profile.server), clients, cells, doc, tuple(notes), profile, here)
 
 
 def _binaries(server: str | None) -> ServerBinaries:
@@ -374,6 +382,7 @@ def result(plan: CheckPlan, results_path: str | None) -> CheckResult:
     by_cell = {_key(c.settings["placement"]): c for c in configs}
     every = plan.everything
     every_ratio = _ratio(verdicts.get(_key(every.placement)))
+    network, why_not = queueing_model(plan, every_ratio)
     rows = []
     for c in plan.cells:
         cfg = by_cell.get(_key(c.placement))
@@ -385,6 +394,7 @@ def result(plan: CheckPlan, results_path: str | None) -> CheckResult:
             predicted_share=c.predicted / every.predicted if every.predicted > 0 else None,
             predicted_ratio=closed_loop(plan.clients, c.predicted),
             calibrated_ratio=calibrated(c.predicted / every.predicted if every.predicted > 0 else None, every_ratio),
+            queueing_ratio=None if network is None else network.ratio(c.keys if c is not every else network.keys()),
             tpmc=cfg.summary.mean if cfg and cfg.summary else None, measured_ratio=ratio,
             measured_low=v.ratio.low if v and v.ratio else None, measured_high=v.ratio.high if v and v.ratio else None,
             measured_state=("reference" if c is plan.cells[0] else
@@ -392,7 +402,7 @@ def result(plan: CheckPlan, results_path: str | None) -> CheckResult:
             measured_share=((ratio - 1) / (every_ratio - 1) if ratio is not None and every_ratio is not None
                             and every_ratio > 1 else None),
             placed_where=_where(cfg, c, plan.target.mountpoint)))
-    notes = list(plan.notes)
+    notes = list(plan.notes) + ([why_not] if why_not else [])
     blocks = max((r.block for r in cells), default=0)
     if blocks < 2:
         notes.append("one block: every measured gain is a single ratio without an interval; run --blocks 3 or more "
@@ -435,6 +445,26 @@ def calibrated(share: float | None, everything: float | None) -> float | None:
         return None
     rest = 1 - share * (1 - 1 / everything)
     return 1 / rest if rest > 0 else None
+
+
+def queueing_model(plan: CheckPlan, everything: float | None) -> tuple[queueing.QueueingModel | None, str | None]:
+    """The queueing network of the advice's profile and tiers fitted to everything's measured ratio, or why not."""
+    if plan.slow_cost is None or plan.profile is None:
+        return None, "no queueing prediction: the advice has no cost of the slow tier (advise with --here TIER)"
+    if everything is None:
+        return None, "no queueing prediction: everything's cell has no measured ratio to fit the model to"
+    if everything <= 1:
+        return None, (f"no queueing prediction: everything measured {everything:.2f}x, no gain for the model to "
+                      "fit (the slow tier is not what holds this workload back)")
+    network = queueing.fit(plan.profile, plan.slow_cost, plan.target, plan.clients, everything)
+    if network is None:
+        return None, (f"no queueing prediction: the profile's I/O on these tiers cannot explain everything's "
+                      f"{everything:.2f}x (no transaction rate in the profile, or the fast tier is not faster)")
+    missing = [t.mountpoint for t in (plan.slow_cost, plan.target) if t.randread_iops is None]
+    if missing:
+        return network, (f"the queueing prediction takes {', '.join(missing)} to serve one operation at a time "
+                         "(its cost was measured before capacity was): run `innotier placement tier` there again")
+    return network, None
 
 
 def closed_loop(clients: int, saving: float) -> float | None:
@@ -490,7 +520,7 @@ def _where(cfg, cell: CheckCell, fast: str) -> str:
 
 CELL_COLUMNS = ["cell", "moves", "bytes", "predicted ms/s", "95% interval"]
 RESULT_COLUMNS = ["cell", "bytes advised", "bytes placed", "predicted ms/s", "predicted share", "model x",
-                  "calibrated x", "measured x", "interval", "measured share", "tpmC", "files", "state"]
+                  "calibrated x", "queueing x", "measured x", "interval", "measured share", "tpmC", "files", "state"]
 
 
 def _ms(x: float | None) -> str:
@@ -518,6 +548,7 @@ def result_rows(res: CheckResult) -> list[dict[str, Any]]:
                     "bytes placed": "" if r.bytes_placed is None else human_size(r.bytes_placed),
                     "predicted ms/s": _ms(r.predicted), "predicted share": _pct(r.predicted_share),
                     "model x": _x(r.predicted_ratio), "calibrated x": _x(r.calibrated_ratio),
+                    "queueing x": _x(r.queueing_ratio),
                     "measured x": _x(r.measured_ratio),
                     "interval": "" if r.measured_low is None else f"[{r.measured_low:.2f}, {r.measured_high:.2f}]",
                     "measured share": _pct(r.measured_share), "tpmC": "" if r.tpmc is None else f"{r.tpmc:,.0f}",

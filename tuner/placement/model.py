@@ -204,6 +204,10 @@ class TierCost:
     measured_at: str
     fio_version: str
     notes: tuple[str, ...] = ()
+    # capacity: page-size random reads and writes per second at depth (libaio QD32); None in costs stored
+    # before it was measured (the queueing model then takes the one-at-a-time latency as all service)
+    randread_iops: float | None = None
+    randwrite_iops: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"notes": list(self.notes)}

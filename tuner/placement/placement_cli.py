@@ -9,6 +9,7 @@ from tuner.core.cliutil import add_connection_args, connection_from_args, print_
 from tuner.core.errors import UsageError
 from tuner.core.units import human_size, parse_page_size, parse_size
 from tuner.placement import advisor, apply, check_cli, measure, report, tiercost
+from tuner.placement.queueing import QUEUE_DEPTH
 from tuner.placement.store import PlacementStore
 from tuner.tpcc.config import RunConfig
 
@@ -113,6 +114,8 @@ def cmd_tier(args) -> int:
     print(f"  {cost.page_size // 1024}k random read {cost.randread_s * 1e6:.1f} us, write {cost.write_s * 1e6:.1f} us "
           f"+ fsync {cost.fsync_s * 1e6:.1f} us, sequential read {cost.seqread_bps / 1e6:.0f} MB/s, "
           f"write {cost.seqwrite_bps / 1e6:.0f} MB/s")
+    print(f"  capacity at depth {QUEUE_DEPTH}: {cost.randread_iops:,.0f} random reads/s, "
+          f"{cost.randwrite_iops:,.0f} random writes/s")
     for note in cost.notes:
         print(f"note: {note}")
     return 0

@@ -3,7 +3,9 @@
 The same job machinery as ``innotier tiers bench`` (datadir_mover.tiers.fio: one fio run, jobs one
 after another, O_DIRECT where the tier accepts it), with the random jobs at the InnoDB page size rather
 than 4 KiB, since a page is what InnoDB reads and writes: page-size random read latency (sync, one at a
-time), page-size write latency and the fsync after each write, and sequential bandwidth (1 MiB, QD32).
+time), page-size write latency and the fsync after each write, sequential bandwidth (1 MiB, QD32), and the
+capacity: page-size random reads and writes per second at depth (QD32), which the queueing model of
+``placement check`` needs (a device with internal parallelism serves many more than 1 / its latency).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datadir_mover.tiers import fio
 from datadir_mover.tiers.detect import tier_for_path
 from tuner.core.errors import TierError, UsageError
 from tuner.placement.model import TierCost
+from tuner.placement.queueing import QUEUE_DEPTH
 
 
 def jobs(page_size: int) -> tuple[fio.FioJob, ...]:
@@ -24,6 +27,9 @@ def jobs(page_size: int) -> tuple[fio.FioJob, ...]:
         fio.FioJob("seqread", "read", "1M", "libaio", 32, False, "sequential read, 1 MiB, libaio QD32"),
         fio.FioJob("pageread", "randread", bs, "psync", 1, False, f"{bs} random read, sync"),
         fio.FioJob("pagewrite", "randwrite", bs, "psync", 1, True, f"{bs} random write, fsync after each"),
+        fio.FioJob("pagereads", "randread", bs, "libaio", QUEUE_DEPTH, False, f"{bs} random read, libaio QD{QUEUE_DEPTH}"),
+        fio.FioJob("pagewrites", "randwrite", bs, "libaio", QUEUE_DEPTH, False,
+                   f"{bs} random write, libaio QD{QUEUE_DEPTH}"),
     )
 
 
@@ -62,4 +68,5 @@ def characterize(mountpoint: str, page_size: int = 16384, size_bytes: int = 256 
         randread_s=got["pageread"].lat_mean_us / 1e6, write_s=got["pagewrite"].lat_mean_us / 1e6,
         fsync_s=got["pagewrite"].fsync_mean_us / 1e6, seqread_bps=got["seqread"].bw_bytes,
         seqwrite_bps=got["seqwrite"].bw_bytes, free_bytes=tier.free_bytes,
-        measured_at=started.isoformat(timespec="seconds"), fio_version=version, notes=tuple(notes))
+        measured_at=started.isoformat(timespec="seconds"), fio_version=version, notes=tuple(notes),
+        randread_iops=got["pagereads"].iops, randwrite_iops=got["pagewrites"].iops)

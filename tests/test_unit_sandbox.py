@@ -268,3 +268,50 @@ def test_the_opt_out_reaches_the_move_request(verb):
     base = ["move", verb, "datadir", "--to", "/home/db/mysql"]
     assert _request(parse(base + ["--no-systemd-changes"])).systemd_changes is False
     assert _request(parse(base)).systemd_changes is True
+
+
+@pytest.mark.parametrize("main", [False, True])
+def test_a_server_started_by_hand_inside_another_service_is_not_driven_through_that_service(
+        manager, tmp_path, monkeypatch, main):
+    """A real unit of the live manager runs a process named like a server: as a child of a shell that is the
+    unit's main process (a server started by hand from inside some service, a CI runner's), or as the main
+    process itself.  The server's cgroup names the unit either way; only when systemd says the unit's MainPID is
+    the server does the mover drive that unit.  The fault is the first case: the old rule took the cgroup's unit
+    and would have stopped the shell's service."""
+    fake = tmp_path / "bin" / "mariadbd"
+    fake.parent.mkdir()
+    shutil.copy("/bin/sleep", fake)
+    unit = f"distro-{'main' if main else 'byhand'}.service"
+    start = f"{fake} 600" if main else f"/bin/sh -c '{fake} 600 & exec /bin/sleep 600'"
+    (manager.units / unit).write_text(f"[Service]\nExecStart={start}\n")
+    manager.reload()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", manager.env["XDG_RUNTIME_DIR"])
+    manager.systemctl("start", unit)
+    try:
+        pids = []
+        wait_for(lambda: pids.extend(p for p in map(int, subprocess.run(["pgrep", "-f", f"^{fake} 600"],
+                 capture_output=True, text=True).stdout.split())) or pids, timeout=30, what="the fake server")
+        pid = pids[0]
+        # the host's own /proc for the server, and a PID 1 that is systemd (it is not, here)
+        proc = tmp_path / "proc"
+        (proc / "1").mkdir(parents=True)
+        (proc / "1" / "comm").write_text("systemd\n")
+        (proc / str(pid)).symlink_to(f"/proc/{pid}")
+        assert control.unit_of_pid(pid, str(proc)) == unit
+        pid_file = tmp_path / "server.pid"
+        pid_file.write_text(f"{pid}\n")
+        etc = tmp_path / "etc-root"
+        (etc / "etc/mysql/mariadb.conf.d").mkdir(parents=True)
+        model = type("Model", (), {"managed": "system", "sandbox": None, "pid_file": str(pid_file),
+                                   "flavor": control.Flavor.MARIADB})()
+        ctl = control.control_for(model, None, etc_root=str(etc), proc_root=str(proc),
+                                  systemctl_argv=("systemctl", "--user"))
+        assert ctl.unit == unit
+        if main:
+            assert ctl.main_pid() == pid and ctl.not_driven == ""
+        else:
+            assert ctl.main_pid() not in (0, pid)
+            assert f"the server (pid {pid}) runs inside {unit} but is not its main process" in ctl.not_driven
+            assert "stop and start the server by hand" in ctl.not_driven
+    finally:
+        manager.systemctl("stop", unit)

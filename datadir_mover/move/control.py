@@ -7,7 +7,9 @@ Two kinds of server:
   which my.cnf includes last, so it wins.
 - a system server: ``systemctl stop/start UNIT`` when systemd is PID 1; otherwise innotier
   cannot drive it and says what to run.  The unit is the one whose cgroup the running server is in
-  (``/proc/PID/cgroup``), whatever it is called; only a stopped server's unit is guessed from the
+  (``/proc/PID/cgroup``), whatever it is called, and only when that unit's MainPID is the server: a server
+  started by hand from a shell inside some other service is not that service's (stopping it would stop the
+  wrong thing), so innotier says what to run instead.  Only a stopped server's unit is guessed from the
   packaged names.  It is stopped when systemd knows no main process for it (``MainPID=0``).  The
   placement goes to a drop-in in the server's conf.d (``99-innotier-placement.cnf``, sorted last).
 """
@@ -136,6 +138,7 @@ class SystemdControl:
     conf_dir: str
     kind: str = "system"
     systemctl_argv: tuple[str, ...] = ("systemctl",)
+    not_driven: str = ""    # why this unit must not be driven (the server is not its main process), else ""
 
     def describe(self) -> str:
         return f"system server ({self.unit})"
@@ -145,10 +148,20 @@ class SystemdControl:
             return False, "innotier must run as root to stop and start a system server"
         if not systemd_is_pid1():
             return False, "systemd is not PID 1 here, so innotier cannot stop and start the system server"
+        if self.not_driven:
+            return False, self.not_driven
         return True, ""
 
     def _systemctl(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([*self.systemctl_argv, *args], capture_output=True, text=True, timeout=900)
+
+    def main_pid(self) -> int:
+        """The unit's main process as systemd knows it (0: none)."""
+        shown = dict(ln.partition("=")[::2] for ln in self._systemctl("show", self.unit, "-p", "MainPID").stdout.splitlines())
+        try:
+            return int(shown.get("MainPID") or 0)
+        except ValueError:
+            return 0
 
     def state(self) -> SandboxState:
         """Running while systemd knows a main process for the unit; failed (and gone) is crashed."""
@@ -244,13 +257,22 @@ def by_hand(control, comp, source: str, target: str) -> str:
 
 
 def control_for(model: ServerModel, spec: ConnectionSpec, service: str | None = None, etc_root: str = "/",
-                proc_root: str = "/proc"):
+                proc_root: str = "/proc", systemctl_argv: tuple[str, ...] = ("systemctl",)):
     if model.managed == "sandbox" and model.sandbox:
         return SandboxControl(model.sandbox)
     pid = server_pid(model.pid_file, proc_root)
-    unit = (service or (unit_of_pid(pid, proc_root) if pid else None) or system_unit(model.flavor, etc_root)
-            or "mariadb.service")
-    return SystemdControl(unit=unit, spec=spec, conf_dir=str(system_conf_dir(etc_root)))
+    found = unit_of_pid(pid, proc_root) if pid and not service else None
+    unit = service or found or system_unit(model.flavor, etc_root) or "mariadb.service"
+    control = SystemdControl(unit=unit, spec=spec, conf_dir=str(system_conf_dir(etc_root)),
+                             systemctl_argv=systemctl_argv)
+    if found and systemd_is_pid1(proc_root):
+        main = control.main_pid()
+        if main != pid:
+            control.not_driven = (f"the server (pid {pid}) runs inside {found} but is not its main process "
+                                  f"(MainPID {main or 'none'}): it was started by hand there, and stopping {found} "
+                                  "would stop something else; stop and start the server by hand, or run it "
+                                  "under its own unit (or give --service)")
+    return control
 
 
 def server_user(model: ServerModel, source_dir: str) -> tuple[int, int, str]:

@@ -1,0 +1,126 @@
+"""The options that follow a moved datadir: what the server keeps in it by an absolute path.
+
+A path relative to the datadir follows it by itself.  An absolute one inside the old datadir does not: after the
+start on the target the server would go on writing there (a binary log, Aria's log, the slow log ...), which makes
+the source look changed or grown to the proof and to finalize's source check (a move failed for nothing, and the
+operator sent to rollback), and after finalize the server writes into a directory the DBA believes retired.  So a
+datadir move writes each such option's new value into the placement drop-in beside ``datadir`` (the plan's
+``also_options``): journaled with the plan, undone by rollback (the drop-in's text before) and by the way home
+(``homecoming``: the options a finalized move added leave the drop-in again).
+
+Per option, what the server does with the path and so what a move does:
+
+- InnoDB's own directories (``innodb_data_home_dir``, ``innodb_log_group_home_dir``, ``innodb_undo_directory``,
+  ``innodb_doublewrite_dir``, MySQL's ``innodb_temp_tablespaces_dir``) and the files the server writes while it
+  runs (``log_bin``, ``log_bin_index``, ``relay_log``, ``relay_log_index``, ``master_info_file``,
+  ``relay_log_info_file``, MariaDB's ``aria_log_dir_path``, ``log_tc``, ``log_error``, ``slow_query_log_file``,
+  ``general_log_file``, ``pid_file``): follow.  Their files are in the datadir, so they were copied with it.
+- ``secure_file_priv``: follows.  The server only reads and writes there on demand, but it checks the directory at
+  every start: left pointing into the old datadir, the first restart after finalize would fail.
+- ``socket``: stays, said in one line.  Clients (and the mover, which reconnects after the start) find the server
+  by that name; a ``.sock`` in the datadir is neither copied nor compared, and finalize leaves the directory
+  holding it.
+- ``innodb_temp_data_file_path`` (``ibtmp1:12M:autoextend``): stays.  Its path is relative to
+  ``innodb_data_home_dir``, which follows; ``ibtmp*`` is neither copied nor compared.
+
+Which value the server was *given* is read from its option files (the sandbox's my.cnf and conf.d, a system server's
+option files), not from SHOW VARIABLES: the server resolves ``log_bin = binlog`` to ``/var/lib/mysql/binlog``
+itself, and only a value given absolute needs a line of its own.  An option the server's variables show outside
+the old datadir is left alone.
+
+The binary and relay log indexes list their files by the name the server built from ``log_bin`` / ``relay_log``:
+absolute names of the old datadir.  The copy keeps them byte for byte (the proof compares it with the source), so
+after the start the target's index still names the files up to the move in the old datadir, and only the files
+written after the start are named in the target (one line in the plan says so and what to run after finalize).
+"""
+
+from __future__ import annotations
+
+import os
+
+from tuner.core import system_server
+from tuner.core.sandbox.config import effective_options
+from tuner.core.server import ServerModel
+
+# option as given in an option file -> the server variable that shows where it resolved (None: the option's own)
+FOLLOW = {
+    "innodb_data_home_dir": None, "innodb_log_group_home_dir": None, "innodb_undo_directory": None,
+    "innodb_doublewrite_dir": None, "innodb_temp_tablespaces_dir": None,
+    "log_bin": "log_bin_basename", "log_bin_index": None, "relay_log": "relay_log_basename",
+    "relay_log_index": None, "master_info_file": None, "relay_log_info_file": None,
+    "aria_log_dir_path": None, "log_tc": None,
+    "log_error": None, "slow_query_log_file": None, "general_log_file": None, "pid_file": None,
+    "secure_file_priv": None,
+}
+# the InnoDB directories were followed from the server's variables before the option files were read: kept so
+INNODB_DIRS = ("innodb_data_home_dir", "innodb_log_group_home_dir", "innodb_undo_directory", "innodb_doublewrite_dir")
+
+
+def configured_options(control, etc_root: str = "/") -> dict[str, str]:
+    """The [mysqld] options the server was started with, as its option files give them ({} when unreadable)."""
+    sandbox = getattr(control, "sandbox", None)
+    if control.kind == "sandbox" and sandbox is not None:
+        return effective_options(sandbox())
+    return dict(system_server.option_files(etc_root).options)
+
+
+def inside(path: str, directory: str) -> bool:
+    real, top = os.path.normpath(path), os.path.normpath(directory)
+    return real == top or real.startswith(top + os.sep)
+
+
+def _rerooted(path: str, source: str, target: str) -> str:
+    moved = os.path.join(target, os.path.relpath(os.path.normpath(path), os.path.normpath(source)))
+    moved = os.path.normpath(moved)
+    return moved + "/" if path.endswith("/") and moved != "/" else moved
+
+
+def follow(model: ServerModel, configured: dict[str, str], source: str, target: str) -> dict[str, str]:
+    """option -> its new value, for each option given an absolute path inside ``source`` (the old datadir)."""
+    out = {}
+    for var in INNODB_DIRS:  # SHOW VARIABLES gives these as configured
+        v = (model.variables.get(var) or "").strip()
+        if os.path.isabs(v) and inside(v, source):
+            out[var] = _rerooted(v, source, target).rstrip("/") or target
+    for option, shown in FOLLOW.items():
+        if option in out:
+            continue
+        given = (configured.get(option) or "").strip()
+        if not os.path.isabs(given) or not inside(given, source):
+            continue
+        now = (model.variables.get(shown or option) or "").strip()
+        if option == "log_bin" and model.variables.get("log_bin", "ON").upper() == "OFF":
+            continue  # given but switched off later (skip-log-bin): a line of ours would switch it on
+        if now and os.path.isabs(now) and not inside(now, source):
+            continue  # the server resolved it elsewhere (a later file or argument): not ours to change
+        out[option] = _rerooted(given, source, target)
+    return out
+
+
+def notes(model: ServerModel, configured: dict[str, str], followed: dict[str, str], source: str) -> list[str]:
+    """One line per follower (old -> new), per log index naming old files by an absolute path, per socket left."""
+    lines = [f"{k} = {configured.get(k) or model.variables.get(k)} -> {v} (an absolute path inside the datadir: "
+             "follows it)" for k, v in sorted(followed.items())]
+    if "log_bin" in followed and _lists_old_names(model.variables.get("log_bin_index"), source):
+        lines.append(f"log_bin_index lists the binary logs written before the move by their old names in {source}: "
+                     "after finalize run `PURGE BINARY LOGS TO` the first one written on the target")
+    if "relay_log" in followed and _lists_old_names(model.variables.get("relay_log_index"), source):
+        lines.append(f"relay_log_index names the relay logs received before the move by their old names in {source}: "
+                     "let the replica apply them first (STOP REPLICA IO_THREAD, wait for the SQL thread), or it "
+                     "reads and purges them there")
+    sock = (model.variables.get("socket") or model.socket or "").strip()
+    if os.path.isabs(sock) and inside(sock, source):
+        lines.append(f"socket = {sock} stays (clients find the server by it); finalize leaves {os.path.dirname(sock)} "
+                     "holding it: set socket outside the datadir to retire the directory whole")
+    return lines
+
+
+def _lists_old_names(index: str | None, source: str) -> bool:
+    """The index file names a file by an absolute path inside ``source`` (False when it cannot be read)."""
+    if not index or not os.path.isabs(index):
+        return False
+    try:
+        with open(index, errors="replace") as f:
+            return any(inside(line.strip(), source) for line in f if line.strip().startswith("/"))
+    except OSError:
+        return False

@@ -1,0 +1,163 @@
+"""Files the server writes by an absolute path inside its datadir follow a datadir move (``followers``).
+
+One small MariaDB sandbox whose binary log and Aria log are placed by absolute paths inside its datadir
+(``log_bin = <datadir>/binlog``, ``aria_log_dir_path = <datadir>``).  A datadir move writes their new values
+beside ``datadir``: after the start the server writes its binary logs and Aria log in the target and nothing new
+in the old datadir, the proof passes, finalize retires the source, and the way home (and a rollback) put the
+original values back.  The control: with nothing but the InnoDB directories followed (the mover before), the server
+started on the target removes the old datadir's ``binlog.state`` and writes a new binary log there; the proof is
+blocked on the missing file, finalize refuses, and so does rollback (the move is committed).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tuner.core.errors import MoveError
+from tuner.core.server import inspect
+
+
+def _files(directory: str) -> dict[str, tuple[int, int]]:
+    """name -> (size, mtime_ns) of every file under ``directory`` (what a write there would change)."""
+    out = {}
+    for root, _, names in os.walk(directory):
+        for n in names:
+            st = os.lstat(os.path.join(root, n))
+            out[os.path.relpath(os.path.join(root, n), directory)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _sql(spec, *statements: str):
+    conn = spec.with_database(None).connect()
+    try:
+        cur = conn.cursor()
+        for s in statements:
+            cur.execute(s)
+            rows = cur.fetchall() if cur.with_rows else None
+        return rows
+    finally:
+        conn.close()
+
+
+def _variables(spec) -> dict[str, str]:
+    v = inspect(spec).variables
+    return {k: v.get(k) for k in ("datadir", "log_bin_basename", "log_bin_index", "aria_log_dir_path")}
+
+
+def _move(spec, target: str, precopy: bool = False):
+    from datadir_mover.move import plan as planmod
+    from datadir_mover.move.executor import Executor
+
+    plan = planmod.build(planmod.MoveRequest(component="datadir", target=target, probe=False,
+                                                     precopy=precopy), spec)
+    return plan, Executor.create(plan)
+
+
+class _StopHere(Exception):
+    """The test's own stop between two states (not an error of the mover's)."""
+
+
+def _write_and_rotate(spec) -> None:
+    _sql(spec, "INSERT INTO al.t VALUES (NULL, 1)", "FLUSH BINARY LOGS",
+                  "CREATE TABLE al.a (id INT PRIMARY KEY) ENGINE=Aria", "DROP TABLE al.a")
+
+
+@pytest.fixture(scope="module")
+def box(mv_tiers):
+    from tuner.core import sandbox as sbx
+
+    sb = sbx.create("abslogs-mdb", page_size="16k")
+    home = str(sb.datadir).rstrip("/")
+    # the DBA's own drop-in, read before innotier's placement (50-...): absolute paths inside the datadir
+    (sb.conf_d / "30-abslogs.cnf").write_text(
+        f"[mysqld]\nlog_bin = {home}/binlog\naria_log_dir_path = {home}\nserver_id = 3\n")
+    sb.start()
+    spec = sb.connection_spec()
+    _sql(spec, "CREATE DATABASE al",
+                  "CREATE TABLE al.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB",
+                  *[f"INSERT INTO al.t (v) VALUES ({i})" for i in range(50)])
+    try:
+        yield {"sb": sb, "spec": spec, "home": home, "tiers": mv_tiers, "original": _variables(spec)}
+    finally:
+        sb.destroy(force=True)
+
+
+@pytest.mark.root
+def test_binlog_and_aria_log_given_inside_the_datadir_follow_it_and_come_home(box):
+    spec, home, original = box["spec"], box["home"], box["original"]
+    assert original["log_bin_basename"] == f"{home}/binlog" and original["aria_log_dir_path"].rstrip("/") == home
+    target = os.path.join(box["tiers"]["tmpfs"], "abslogs-dd")
+
+    plan, ex = _move(spec, target, precopy=True)  # the proof then hashes the stopped source after the start
+    assert plan.also_options == {"log_bin": f"{target}/binlog", "aria_log_dir_path": target}, plan.also_options
+    assert f"log_bin = {home}/binlog -> {target}/binlog (an absolute path inside the datadir: follows it)" in plan.notes
+    assert any(n.startswith("log_bin_index lists the binary logs written before the move") for n in plan.notes)
+    assert ex.run().phase == "committed"
+    moved = _variables(spec)
+    assert moved["log_bin_basename"] == f"{target}/binlog" and moved["aria_log_dir_path"].rstrip("/") == target
+
+    # the fault a follower prevents: writes after the start; all of them land in the target
+    source_then = _files(home)
+    binlogs_then = {n for n in os.listdir(target) if n.startswith("binlog.0")}
+    _write_and_rotate(spec)
+    assert _files(home) == source_then, "the server wrote in the old datadir"
+    assert {n for n in os.listdir(target) if n.startswith("binlog.0")} > binlogs_then
+    proof = ex.prove()
+    assert proof.status == "passed", proof.text()
+    assert not ex.finalize(accept_volatile=True).kept
+    assert not os.path.exists(home)
+
+    # the way home undoes the move's options: the DBA's own absolute values are back in force
+    plan_home, ex_home = _move(spec, home)
+    assert "log_bin" not in (plan_home.placement_after or "") and "aria_log" not in (plan_home.placement_after or "")
+    assert ex_home.run().phase == "committed"
+    assert _variables(spec) == original
+    assert ex_home.prove().status == "passed"
+    assert not ex_home.finalize(accept_volatile=True).kept
+
+    # and a rollback (the move stopped after the server started on the target) puts the placement back
+    again = os.path.join(box["tiers"]["zram"], "abslogs-dd")
+    plan_rb, ex_rb = _move(spec, again)
+    assert plan_rb.also_options == {"log_bin": f"{again}/binlog", "aria_log_dir_path": again}
+    started = {}
+
+    def stop_after_start(state: str) -> None:
+        if state == "VERIFY_SERVER":
+            started.update(_variables(spec))
+            raise _StopHere(state)
+
+    ex_rb.on_state = stop_after_start
+    with pytest.raises(_StopHere):
+        ex_rb.run()
+    assert started["log_bin_basename"] == f"{again}/binlog"
+    ex_rb.rollback(discard_writes_since_start=True)
+    assert _variables(spec) == original
+    assert not os.path.exists(again) or not os.listdir(again)
+    assert _sql(spec, "SELECT COUNT(*) FROM al.t") == [(51,)]
+
+
+@pytest.mark.root
+def test_without_the_followers_the_server_changes_the_old_datadir_and_the_move_is_stuck(box, monkeypatch):
+    """The control: the mover as it was (the InnoDB directories only) on the same server."""
+    from datadir_mover.move import followers
+
+    monkeypatch.setattr(followers, "FOLLOW", {k: None for k in followers.INNODB_DIRS})
+    spec, home = box["spec"], box["home"]
+    target = os.path.join(box["tiers"]["tmpfs"], "abslogs-ctl")
+    plan, ex = _move(spec, target, precopy=True)
+    assert plan.also_options == {}
+    assert ex.run().phase == "committed"
+    assert _variables(spec)["log_bin_basename"] == f"{home}/binlog"  # still the old datadir's
+    source_then = _files(home)
+    _write_and_rotate(spec)
+    assert _files(home) != source_then  # the server wrote in the source after the start
+    # MariaDB read and removed the old datadir's binlog.state at its start (and wrote a new binlog there): the
+    # stopped source is no longer what was copied, so the move cannot be finished, nor undone
+    proof = ex.prove()
+    assert proof.status == "blocked" and f"{home}/binlog.state is missing" in proof.text(), proof.text()
+    with pytest.raises(MoveError, match="is blocked: the source cannot be read"):
+        ex.finalize(accept_volatile=True)
+    with pytest.raises(MoveError, match="is committed.*finalize this move"):  # and finalize refuses: no way out
+        ex.rollback(discard_writes_since_start=True)

@@ -161,3 +161,50 @@ def test_without_the_followers_the_server_changes_the_old_datadir_and_the_move_i
         ex.finalize(accept_volatile=True)
     with pytest.raises(MoveError, match="is committed.*finalize this move"):  # and finalize refuses: no way out
         ex.rollback(discard_writes_since_start=True)
+
+
+@pytest.fixture(scope="module")
+def mysql_box(installed_server, mv_tiers):
+    from tuner.core import sandbox as sbx
+
+    installed_server("mysql-9.7")
+    sb = sbx.create("abslogs-my", page_size="16k", server="mysql-9.7",
+                    options={"gtid_mode": "ON", "enforce_gtid_consistency": "ON", "server_id": "5"})
+    home = str(sb.datadir).rstrip("/")
+    (sb.conf_d / "30-abslogs.cnf").write_text(
+        f"[mysqld]\nlog_bin = {home}/binlog\nslow_query_log = ON\nslow_query_log_file = {home}/slow.log\n")
+    sb.start()
+    spec = sb.connection_spec()
+    _sql(spec, "CREATE DATABASE al", "CREATE TABLE al.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB",
+         *[f"INSERT INTO al.t (v) VALUES ({i})" for i in range(50)], "FLUSH BINARY LOGS")
+    try:
+        yield {"sb": sb, "spec": spec, "home": home, "tiers": mv_tiers}
+    finally:
+        sb.destroy(force=True)
+
+
+@pytest.mark.root
+def test_mysql_binlog_and_slow_log_given_inside_the_datadir_follow_it_and_come_home(mysql_box):
+    sb, spec, home = mysql_box["sb"], mysql_box["spec"], mysql_box["home"]
+    original = {k: v for k, v in inspect(spec).variables.items() if k in ("log_bin_basename", "slow_query_log_file")}
+    assert original == {"log_bin_basename": f"{home}/binlog", "slow_query_log_file": f"{home}/slow.log"}
+    target = os.path.join(mysql_box["tiers"]["zram"], "abslogs-my")
+    plan, ex = _move(spec, target, precopy=True)
+    assert plan.also_options == {"log_bin": f"{target}/binlog", "slow_query_log_file": f"{target}/slow.log"}
+    assert ex.run().phase == "committed"
+    source_then = _files(home)
+    _sql(spec, "INSERT INTO al.t (v) VALUES (1)", "FLUSH BINARY LOGS", "SELECT SLEEP(0)")
+    assert _files(home) == source_then, "the server wrote in the old datadir"
+    assert ex.prove().status == "passed"
+    assert not ex.finalize(accept_volatile=True).kept and not os.path.exists(home)
+    # the index still names the binary logs before the move in the retired directory: the server starts anyway
+    from tuner.core.sandbox import Sandbox
+
+    Sandbox.load(sb.name).stop("clean")  # reloaded: the move rewrote sandbox.json
+    Sandbox.load(sb.name).start()
+    print(_sql(spec, "SHOW BINARY LOGS"))
+    plan_home, ex_home = _move(spec, home)
+    assert ex_home.run().phase == "committed"
+    assert {k: v for k, v in inspect(spec).variables.items() if k in original} == original
+    assert ex_home.prove().status == "passed" and not ex_home.finalize(accept_volatile=True).kept
+    assert _sql(spec, "SELECT COUNT(*) FROM al.t") == [(51,)]

@@ -28,10 +28,8 @@ option files), not from SHOW VARIABLES: the server resolves ``log_bin = binlog``
 itself, and only a value given absolute needs a line of its own.  An option the server's variables show outside
 the old datadir is left alone.
 
-The binary and relay log indexes list their files by the name the server built from ``log_bin`` / ``relay_log``:
-absolute names of the old datadir.  The copy keeps them byte for byte (the proof compares it with the source), so
-after the start the target's index still names the files up to the move in the old datadir, and only the files
-written after the start are named in the target (one line in the plan says so and what to run after finalize).
+The binary and relay log indexes then name their files by absolute names in the old datadir: ``log_indexes``
+renames those in the target's copy before the start.
 """
 
 from __future__ import annotations
@@ -98,29 +96,11 @@ def follow(model: ServerModel, configured: dict[str, str], source: str, target: 
 
 
 def notes(model: ServerModel, configured: dict[str, str], followed: dict[str, str], source: str) -> list[str]:
-    """One line per follower (old -> new), per log index naming old files by an absolute path, per socket left."""
+    """One line per follower (old -> new), and for a socket left in the datadir."""
     lines = [f"{k} = {configured.get(k) or model.variables.get(k)} -> {v} (an absolute path inside the datadir: "
              "follows it)" for k, v in sorted(followed.items())]
-    if "log_bin" in followed and _lists_old_names(model.variables.get("log_bin_index"), source):
-        lines.append(f"log_bin_index lists the binary logs written before the move by their old names in {source}: "
-                     "after finalize run `PURGE BINARY LOGS TO` the first one written on the target")
-    if "relay_log" in followed and _lists_old_names(model.variables.get("relay_log_index"), source):
-        lines.append(f"relay_log_index names the relay logs received before the move by their old names in {source}: "
-                     "let the replica apply them first (STOP REPLICA IO_THREAD, wait for the SQL thread), or it "
-                     "reads and purges them there")
     sock = (model.variables.get("socket") or model.socket or "").strip()
     if os.path.isabs(sock) and inside(sock, source):
         lines.append(f"socket = {sock} stays (clients find the server by it); finalize leaves {os.path.dirname(sock)} "
                      "holding it: set socket outside the datadir to retire the directory whole")
     return lines
-
-
-def _lists_old_names(index: str | None, source: str) -> bool:
-    """The index file names a file by an absolute path inside ``source`` (False when it cannot be read)."""
-    if not index or not os.path.isabs(index):
-        return False
-    try:
-        with open(index, errors="replace") as f:
-            return any(inside(line.strip(), source) for line in f if line.strip().startswith("/"))
-    except OSError:
-        return False

@@ -21,7 +21,7 @@ from tuner.core.server import ConnectionSpec, ServerModel, fetch_status, inspect
 from tuner.core.units import human_size
 
 from datadir_mover import apparmor, selinux, unit_sandbox
-from datadir_mover.move import components, followers, homecoming, placement, preflight, server_check
+from datadir_mover.move import components, followers, homecoming, log_indexes, placement, preflight, server_check
 from datadir_mover.move.control import (SandboxControl, SystemdControl, by_hand, control_for, server_binary,
                                        server_pid, server_user)
 from datadir_mover.move.copy import (REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes,
@@ -112,6 +112,9 @@ class Plan:
     steps: list[Step] = field(default_factory=list)
     verify: str = server_check.DEFAULT_VERIFY
     unit_sandbox: dict[str, Any] = field(default_factory=dict)  # unit_sandbox.UnitChange (absent in older plans)
+    # a datadir move: the log indexes in it naming files by an absolute path inside it (``log_indexes``; absent in
+    # older plans), rewritten in the target at START
+    log_indexes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -272,6 +275,8 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     home = homecoming.find(server_key, comp.name, source, target, model.datadir)
     configured = followers.configured_options(control, request.etc_root) if comp.name == "datadir" else {}
     after, also = _placement_after(comp, model, configured, source, target, before, home, notes)
+    indexes = log_indexes.find(model, source) if comp.name == "datadir" else []
+    notes += log_indexes.note(indexes, source)
     mode, why_mode = components.shutdown_mode(comp.name, model, request.slow_shutdown)
     aa = apparmor.plan_change([target], model.flavor.value, move_id, request.apparmor_root, request.sys_root,
                               retire=home.move_id if home and home.apparmor_applied else None,
@@ -306,7 +311,8 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
         apparmor=aa.to_dict(), selinux=se, shutdown_mode=mode, shutdown_reason=why_mode,
         precopy=request.precopy and comp.copies_files, no_shutdown=request.no_shutdown,
         was_running=(state == "running"), allow_same_fs=request.allow_same_fs, estimates=estimates,
-        request=asdict(request), notes=notes, verify=request.verify, unit_sandbox=unit.to_dict())
+        request=asdict(request), notes=notes, verify=request.verify, unit_sandbox=unit.to_dict(),
+        log_indexes=indexes)
     plan.steps = steps_of(plan)
     return plan
 

@@ -41,6 +41,11 @@ def _sql(spec, *statements: str):
         conn.close()
 
 
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
 def _variables(spec) -> dict[str, str]:
     v = inspect(spec).variables
     return {k: v.get(k) for k in ("datadir", "log_bin_basename", "log_bin_index", "aria_log_dir_path")}
@@ -93,8 +98,13 @@ def test_binlog_and_aria_log_given_inside_the_datadir_follow_it_and_come_home(bo
     plan, ex = _move(spec, target, precopy=True)  # the proof then hashes the stopped source after the start
     assert plan.also_options == {"log_bin": f"{target}/binlog", "aria_log_dir_path": target}, plan.also_options
     assert f"log_bin = {home}/binlog -> {target}/binlog (an absolute path inside the datadir: follows it)" in plan.notes
-    assert any(n.startswith("log_bin_index lists the binary logs written before the move") for n in plan.notes)
+    assert plan.log_indexes == ["binlog.index"]
+    assert f"binlog.index names files by their absolute paths in {home}: those names are renamed into the target in " \
+           "its copy at START (the source keeps its own)" in plan.notes
+    source_index = _read(f"{home}/binlog.index")
     assert ex.run().phase == "committed"
+    assert _read(f"{home}/binlog.index") == source_index  # the source's own, as rollback needs it
+    assert _read(f"{target}/binlog.index").startswith(source_index.replace(home + "/", target + "/"))
     moved = _variables(spec)
     assert moved["log_bin_basename"] == f"{target}/binlog" and moved["aria_log_dir_path"].rstrip("/") == target
 
@@ -197,14 +207,41 @@ def test_mysql_binlog_and_slow_log_given_inside_the_datadir_follow_it_and_come_h
     assert _files(home) == source_then, "the server wrote in the old datadir"
     assert ex.prove().status == "passed"
     assert not ex.finalize(accept_volatile=True).kept and not os.path.exists(home)
-    # the index still names the binary logs before the move in the retired directory: the server starts anyway
+    # the index names the binary logs before the move in the target (without the rename MySQL listed the first
+    # two with size 0 after this restart: it knew them only by their names in the retired directory)
     from tuner.core.sandbox import Sandbox
 
     Sandbox.load(sb.name).stop("clean")  # reloaded: the move rewrote sandbox.json
     Sandbox.load(sb.name).start()
-    print(_sql(spec, "SHOW BINARY LOGS"))
+    logs = _sql(spec, "SHOW BINARY LOGS")
+    assert len(logs) >= 4 and all(size > 0 for _, size, _ in logs), logs
+    assert home not in _read(f"{target}/binlog.index")
     plan_home, ex_home = _move(spec, home)
+    assert plan_home.log_indexes == ["binlog.index"]
     assert ex_home.run().phase == "committed"
     assert {k: v for k, v in inspect(spec).variables.items() if k in original} == original
+    assert target not in _read(f"{home}/binlog.index")
     assert ex_home.prove().status == "passed" and not ex_home.finalize(accept_volatile=True).kept
     assert _sql(spec, "SELECT COUNT(*) FROM al.t") == [(51,)]
+
+
+@pytest.mark.root
+def test_mysql_without_the_index_rename_knows_the_binary_logs_before_the_move_only_in_the_retired_directory(
+        mysql_box, monkeypatch):
+    """The control of the rename: the index copied byte for byte names the old datadir's files; after finalize
+    MySQL lists them with size 0 (their copies in the target are not the files it knows)."""
+    from datadir_mover.move import log_indexes
+    from tuner.core.sandbox import Sandbox
+
+    monkeypatch.setattr(log_indexes, "find", lambda model, source: [])
+    sb, spec, home = mysql_box["sb"], mysql_box["spec"], mysql_box["home"]
+    target = os.path.join(mysql_box["tiers"]["tmpfs"], "abslogs-my-ctl")
+    plan, ex = _move(spec, target)
+    assert plan.log_indexes == [] and "log_bin" in plan.also_options
+    assert ex.run().phase == "committed" and ex.prove().status == "passed"
+    assert not ex.finalize(accept_volatile=True).kept
+    Sandbox.load(sb.name).stop("clean")
+    Sandbox.load(sb.name).start()
+    logs = _sql(spec, "SHOW BINARY LOGS")
+    lost = [name for name, size, _ in logs if size == 0]
+    assert lost and all(os.path.getsize(f"{target}/{name}") > 0 for name in lost), logs

@@ -69,6 +69,50 @@ def _write_and_rotate(spec) -> None:
                   "CREATE TABLE al.a (id INT PRIMARY KEY) ENGINE=Aria", "DROP TABLE al.a")
 
 
+def test_which_options_follow_the_datadir_and_which_stay():
+    """Given absolute inside the datadir: follows.  Relative, outside, resolved elsewhere, switched off: stays."""
+    from datadir_mover.move import followers
+    from tuner.core.server import model_from_variables
+
+    dd = "/var/lib/mysql"
+    variables = {"version": "11.8.3-MariaDB", "datadir": dd + "/", "log_bin": "ON", "log_bin_basename": f"{dd}/binlog",
+                 "slow_query_log_file": f"{dd}/host-slow.log", "general_log_file": f"{dd}/gen.log",
+                 "log_error": "/var/log/mysql/error.log", "socket": f"{dd}/mysql.sock", "aria_log_dir_path": dd,
+                 "secure_file_priv": f"{dd}/files/", "relay_log_basename": "/srv/relay/relay",
+                 "pid_file": "/var/lib/mysql-old/x.pid", "innodb_undo_directory": f"{dd}/undo"}
+    configured = {"log_bin": f"{dd}/binlog", "slow_query_log_file": "host-slow.log", "general_log_file": f"{dd}/gen.log",
+                  "log_error": "/var/log/mysql/error.log", "aria_log_dir_path": f"{dd}/",
+                  "secure_file_priv": f"{dd}/files/", "relay_log": f"{dd}/relay", "pid_file": "/var/lib/mysql-old/x.pid"}
+    model = model_from_variables(variables)
+    followed = followers.follow(model, configured, dd, "/mnt/t/mysql")
+    assert followed == {"log_bin": "/mnt/t/mysql/binlog", "general_log_file": "/mnt/t/mysql/gen.log",
+                        "aria_log_dir_path": "/mnt/t/mysql/", "secure_file_priv": "/mnt/t/mysql/files/",
+                        "innodb_undo_directory": "/mnt/t/mysql/undo"}
+    notes = followers.notes(model, configured, followed, dd)
+    assert f"log_bin = {dd}/binlog -> /mnt/t/mysql/binlog (an absolute path inside the datadir: follows it)" in notes
+    assert any(n.startswith(f"socket = {dd}/mysql.sock stays") for n in notes)
+    off = model_from_variables({**variables, "log_bin": "OFF"})  # given, then skip-log-bin: a line would switch it on
+    assert "log_bin" not in followers.follow(off, configured, dd, "/mnt/t/mysql")
+
+
+def test_a_log_index_is_renamed_into_the_target_line_by_line(tmp_path):
+    from datadir_mover.move import log_indexes
+
+    source, target = tmp_path / "dd", tmp_path / "t"
+    target.mkdir()
+    index = (f"{source}/binlog.000001\n./binlog.000002\n{source}-other/binlog.000003\n{target}/binlog.000004\n"
+             f"{source}/binlog.000005\n")
+    (target / "binlog.index").write_text(index)
+    os.chmod(target / "binlog.index", 0o640)
+    assert log_indexes.rewrite(str(target), str(source), ["binlog.index", "gone.index"], 0, 0) == ["binlog.index"]
+    assert (target / "binlog.index").read_text() == (
+        f"{target}/binlog.000001\n./binlog.000002\n{source}-other/binlog.000003\n{target}/binlog.000004\n"
+        f"{target}/binlog.000005\n")
+    assert os.stat(target / "binlog.index").st_mode & 0o777 == 0o640
+    assert log_indexes.rewrite(str(target), str(source), ["binlog.index"], 0, 0) == []  # again: nothing to do
+    assert sorted(os.listdir(target)) == ["binlog.index"]
+
+
 @pytest.fixture(scope="module")
 def box(mv_tiers):
     from tuner.core import sandbox as sbx

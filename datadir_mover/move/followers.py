@@ -17,6 +17,12 @@ Per option, what the server does with the path and so what a move does:
   ``general_log_file``, ``pid_file``): follow.  Their files are in the datadir, so they were copied with it.
 - ``secure_file_priv``: follows.  The server only reads and writes there on demand, but it checks the directory at
   every start: left pointing into the old datadir, the first restart after finalize would fail.
+- ``relay_log`` on MySQL while a replication channel's applier position names a relay log by an absolute path
+  inside the datadir: refused at planning, in one line.  MySQL keeps that position in a table
+  (``mysql.slave_relay_log_info``), which the move cannot rename as it renames the index files, so the replica
+  would read and purge the old datadir's relay logs.  The fix: ``RESET REPLICA`` once the applier caught up (with
+  GTID auto-positioning nothing is lost), or a relay log name relative to the datadir.  MariaDB keeps it in
+  ``relay-log.info``, a file ``log_indexes`` renames.
 - ``socket``: stays, said in one line.  Clients (and the mover, which reconnects after the start) find the server
   by that name; a ``.sock`` in the datadir is neither copied nor compared, and finalize leaves the directory
   holding it.
@@ -37,8 +43,9 @@ from __future__ import annotations
 import os
 
 from tuner.core import system_server
+from tuner.core.errors import MoveError
 from tuner.core.sandbox.config import effective_options
-from tuner.core.server import ServerModel
+from tuner.core.server import ConnectionSpec, Flavor, ServerModel
 
 # option as given in an option file -> the server variable that shows where it resolved (None: the option's own)
 FOLLOW = {
@@ -104,3 +111,24 @@ def notes(model: ServerModel, configured: dict[str, str], followed: dict[str, st
         lines.append(f"socket = {sock} stays (clients find the server by it); finalize leaves {os.path.dirname(sock)} "
                      "holding it: set socket outside the datadir to retire the directory whole")
     return lines
+
+
+def check_replica_position(spec: ConnectionSpec, model: ServerModel, configured: dict[str, str], source: str) -> None:
+    """Refuse (MySQL) when an applier position names a relay log by an absolute path inside ``source``."""
+    given = (configured.get("relay_log") or "").strip()
+    if model.flavor == Flavor.MARIADB or not (os.path.isabs(given) and inside(given, source)):
+        return
+    conn = spec.with_database(None).connect()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT Channel_name, Relay_log_name FROM mysql.slave_relay_log_info")
+        rows = [(str(ch), str(name)) for ch, name in cur.fetchall()]
+    finally:
+        conn.close()
+    named = [f"channel '{ch}' at {name}" for ch, name in rows if os.path.isabs(name) and inside(name, source)]
+    if named:
+        raise MoveError(f"relay_log = {given} is inside the datadir and the replica's applier position names its "
+                        f"relay logs there ({'; '.join(named)}, kept in mysql.slave_relay_log_info, which a move "
+                        "cannot rename): a replica started on the target would read and purge them in the old datadir; "
+                        "let the applier catch up, run STOP REPLICA and RESET REPLICA (with GTID auto-positioning "
+                        "nothing is lost), then plan the move again")

@@ -274,6 +274,7 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     notes = _notes(comp.name, model, tier)
     home = homecoming.find(server_key, comp.name, source, target, model.datadir)
     configured = followers.configured_options(control, request.etc_root) if comp.name == "datadir" else {}
+    followers.check_replica_position(spec, model, configured, source)
     after, also = _placement_after(comp, model, configured, source, target, before, home, notes)
     indexes = log_indexes.find(model, source) if comp.name == "datadir" else []
     notes += log_indexes.note(indexes, source)

@@ -64,6 +64,12 @@ class _StopHere(Exception):
     """The test's own stop between two states (not an error of the mover's)."""
 
 
+def _move_plan_only(spec, target: str):
+    from datadir_mover.move import plan as planmod
+
+    return planmod.build(planmod.MoveRequest(component="datadir", target=target, probe=False), spec)
+
+
 def _write_and_rotate(spec) -> None:
     _sql(spec, "INSERT INTO al.t VALUES (NULL, 1)", "FLUSH BINARY LOGS",
                   "CREATE TABLE al.a (id INT PRIMARY KEY) ENGINE=Aria", "DROP TABLE al.a")
@@ -226,7 +232,8 @@ def mysql_box(installed_server, mv_tiers):
                     options={"gtid_mode": "ON", "enforce_gtid_consistency": "ON", "server_id": "5"})
     home = str(sb.datadir).rstrip("/")
     (sb.conf_d / "30-abslogs.cnf").write_text(
-        f"[mysqld]\nlog_bin = {home}/binlog\nslow_query_log = ON\nslow_query_log_file = {home}/slow.log\n")
+        f"[mysqld]\nlog_bin = {home}/binlog\nslow_query_log = ON\nslow_query_log_file = {home}/slow.log\n"
+        f"relay_log = {home}/relay\n")
     sb.start()
     spec = sb.connection_spec()
     _sql(spec, "CREATE DATABASE al", "CREATE TABLE al.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB",
@@ -238,13 +245,30 @@ def mysql_box(installed_server, mv_tiers):
 
 
 @pytest.mark.root
+def test_mysql_refuses_a_replica_whose_applier_position_names_a_relay_log_inside_the_datadir(mysql_box):
+    """MySQL keeps the applier's relay log name in a table the move cannot rename: refused before anything."""
+    spec, home = mysql_box["spec"], mysql_box["home"]
+    _sql(spec, "CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT=1, SOURCE_USER='x'")
+    target = os.path.join(mysql_box["tiers"]["zram"], "abslogs-my-relay")
+    with pytest.raises(MoveError, match=rf"relay_log = {home}/relay is inside the datadir and the replica's applier "
+                                        rf"position names its relay logs there \(channel '' at {home}/relay.000001.*"
+                                        "STOP REPLICA and RESET REPLICA"):
+        _move(spec, target)
+    assert not os.path.exists(target)
+    _sql(spec, "RESET REPLICA ALL")  # what the refusal says to do: now the move may go
+    plan = _move_plan_only(spec, target)
+    assert plan.also_options["relay_log"] == f"{target}/relay"
+
+
+@pytest.mark.root
 def test_mysql_binlog_and_slow_log_given_inside_the_datadir_follow_it_and_come_home(mysql_box):
     sb, spec, home = mysql_box["sb"], mysql_box["spec"], mysql_box["home"]
     original = {k: v for k, v in inspect(spec).variables.items() if k in ("log_bin_basename", "slow_query_log_file")}
     assert original == {"log_bin_basename": f"{home}/binlog", "slow_query_log_file": f"{home}/slow.log"}
     target = os.path.join(mysql_box["tiers"]["zram"], "abslogs-my")
     plan, ex = _move(spec, target, precopy=True)
-    assert plan.also_options == {"log_bin": f"{target}/binlog", "slow_query_log_file": f"{target}/slow.log"}
+    assert plan.also_options == {"log_bin": f"{target}/binlog", "slow_query_log_file": f"{target}/slow.log",
+                                 "relay_log": f"{target}/relay"}
     assert ex.run().phase == "committed"
     source_then = _files(home)
     _sql(spec, "INSERT INTO al.t (v) VALUES (1)", "FLUSH BINARY LOGS", "SELECT SLEEP(0)")
@@ -261,7 +285,7 @@ def test_mysql_binlog_and_slow_log_given_inside_the_datadir_follow_it_and_come_h
     assert len(logs) >= 4 and all(size > 0 for _, size, _ in logs), logs
     assert home not in _read(f"{target}/binlog.index")
     plan_home, ex_home = _move(spec, home)
-    assert plan_home.log_indexes == ["binlog.index"]
+    assert "binlog.index" in plan_home.log_indexes
     assert ex_home.run().phase == "committed"
     assert {k: v for k, v in inspect(spec).variables.items() if k in original} == original
     assert target not in _read(f"{home}/binlog.index")

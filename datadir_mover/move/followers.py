@@ -57,7 +57,7 @@ FOLLOW = {
     "log_error": None, "slow_query_log_file": None, "general_log_file": None, "pid_file": None,
     "secure_file_priv": None,
 }
-# the InnoDB directories were followed from the server's variables before the option files were read: kept so
+# SHOW VARIABLES shows these as they were given (empty or ``./`` when unset), so they are read from there
 INNODB_DIRS = ("innodb_data_home_dir", "innodb_log_group_home_dir", "innodb_undo_directory", "innodb_doublewrite_dir")
 
 

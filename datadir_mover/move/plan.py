@@ -21,7 +21,7 @@ from tuner.core.server import ConnectionSpec, ServerModel, fetch_status, inspect
 from tuner.core.units import human_size
 
 from datadir_mover import apparmor, selinux, unit_sandbox
-from datadir_mover.move import components, homecoming, placement, preflight, server_check
+from datadir_mover.move import components, followers, homecoming, log_indexes, placement, preflight, server_check
 from datadir_mover.move.control import (SandboxControl, SystemdControl, by_hand, control_for, server_binary,
                                        server_pid, server_user)
 from datadir_mover.move.copy import (REDO_NAME, TABLESPACE_NAME, allocated_bytes, copy_file, digest_file, logical_bytes,
@@ -112,6 +112,9 @@ class Plan:
     steps: list[Step] = field(default_factory=list)
     verify: str = server_check.DEFAULT_VERIFY
     unit_sandbox: dict[str, Any] = field(default_factory=dict)  # unit_sandbox.UnitChange (absent in older plans)
+    # a datadir move: the log indexes in it naming files by an absolute path inside it (``log_indexes``; absent in
+    # older plans), rewritten in the target at START
+    log_indexes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -270,7 +273,11 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
     before = _read(placement_file)
     notes = _notes(comp.name, model, tier)
     home = homecoming.find(server_key, comp.name, source, target, model.datadir)
-    after, also = _placement_after(comp, model, source, target, before, home, notes)
+    configured = followers.configured_options(control, request.etc_root) if comp.name == "datadir" else {}
+    followers.check_replica_position(spec, model, configured, source)
+    after, also = _placement_after(comp, model, configured, source, target, before, home, notes)
+    indexes = log_indexes.find(model, source) if comp.name == "datadir" else []
+    notes += log_indexes.note(indexes, source)
     mode, why_mode = components.shutdown_mode(comp.name, model, request.slow_shutdown)
     aa = apparmor.plan_change([target], model.flavor.value, move_id, request.apparmor_root, request.sys_root,
                               retire=home.move_id if home and home.apparmor_applied else None,
@@ -305,21 +312,25 @@ def build(request: MoveRequest, spec: ConnectionSpec) -> Plan:
         apparmor=aa.to_dict(), selinux=se, shutdown_mode=mode, shutdown_reason=why_mode,
         precopy=request.precopy and comp.copies_files, no_shutdown=request.no_shutdown,
         was_running=(state == "running"), allow_same_fs=request.allow_same_fs, estimates=estimates,
-        request=asdict(request), notes=notes, verify=request.verify, unit_sandbox=unit.to_dict())
+        request=asdict(request), notes=notes, verify=request.verify, unit_sandbox=unit.to_dict(),
+        log_indexes=indexes)
     plan.steps = steps_of(plan)
     return plan
 
 
-def _placement_after(comp, model: ServerModel, source: str, target: str, before: str, home,
-                     notes: list[str]) -> tuple[str, dict[str, str]]:
+def _placement_after(comp, model: ServerModel, configured: dict[str, str], source: str, target: str, before: str,
+                     home, notes: list[str]) -> tuple[str, dict[str, str]]:
     """(the placement drop-in after the switch, the other options it sets): a move back where an earlier move
-    found the component undoes that move's options (``homecoming``); a datadir move carries its followers."""
+    found the component undoes that move's options (``homecoming``); a datadir move carries the options given an
+    absolute path inside it (``followers``)."""
     if home:
         notes.append(f"back where move {home.move_id} found {comp.what}: its changes to the option file and the "
                      "AppArmor profile are undone")
         also = {k: v for k, v in home.options_before.items() if k != comp.variable and v is not None}
         return homecoming.placement_after(before, home), also
-    also = _datadir_followers(model, source, target) if comp.name == "datadir" else {}
+    also = followers.follow(model, configured, source, target) if comp.name == "datadir" else {}
+    if comp.name == "datadir":
+        notes += followers.notes(model, configured, also, source)
     return placement.with_option(before, comp.variable, target, also), also
 
 
@@ -356,19 +367,6 @@ def _notes(component: str, model: ServerModel, tier) -> list[str]:
         notes.append("innodb_doublewrite_dir is unset, so the doublewrite files follow innodb_data_home_dir; "
                      "they hold nothing after a clean shutdown and are recreated there")
     return notes
-
-
-def _datadir_followers(model: ServerModel, source: str, target: str) -> dict[str, str]:
-    """Components set to an absolute path inside the old datadir must follow it (relative ones follow by themselves)."""
-    out = {}
-    raw = model.variables
-    for var in ("innodb_data_home_dir", "innodb_log_group_home_dir", "innodb_undo_directory", "innodb_doublewrite_dir"):
-        v = (raw.get(var) or "").strip()
-        if os.path.isabs(v):
-            real = os.path.normpath(v)
-            if real == os.path.normpath(source) or real.startswith(os.path.normpath(source) + os.sep):
-                out[var] = os.path.join(target, os.path.relpath(real, source)).rstrip("/.") or target
-    return out
 
 
 def data_bytes(source: str, entries) -> int:

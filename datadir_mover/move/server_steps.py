@@ -7,7 +7,8 @@ import time
 from tuner.core.errors import MoveError
 from tuner.core.sandbox import SandboxState
 
-from datadir_mover.move import good_copy, server_check, server_waits, side_files, since_start, target_check
+from datadir_mover.move import good_copy, log_indexes, server_check, server_waits, side_files, since_start
+from datadir_mover.move import target_check
 from datadir_mover.move import proof as proofmod
 from datadir_mover.move.copy import Manifest
 from datadir_mover.move.read_lock import ReadLock
@@ -21,6 +22,7 @@ def step_start(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> StartRecor
     checked: dict[str, int] = {}
     if ctx.control.state() != SandboxState.RUNNING and not server_waits.wait_for_starting_server(ctx):
         checked = _check_copies_before_start(ctx, cache)
+        _rename_in_log_indexes(ctx)
         seconds = ctx.control.start()
         already_running = False
     else:
@@ -31,6 +33,16 @@ def step_start(ctx: MoveContext, lock: ReadLock, cache: PassCache) -> StartRecor
     if ctx.plan.verify == "tables":
         lock.take()  # no client write may land before the checksums are compared
     return StartRecord(started_at=started, start_seconds=round(seconds, 3), **checked)
+
+
+def _rename_in_log_indexes(ctx: MoveContext) -> None:
+    """After the target's check, before the start: the indexes name the target's copies, not the source's files."""
+    plan = ctx.plan
+    if plan.log_indexes:  # absent from older plans: nothing to rename
+        done = log_indexes.rewrite(plan.target_dir, plan.source_dir, plan.log_indexes, plan.owner["uid"],
+                                   plan.owner["gid"])
+        if done:
+            ctx.echo(f"renamed the files {', '.join(done)} names from {plan.source_dir} into {plan.target_dir}")
 
 
 def _check_copies_before_start(ctx: MoveContext, cache: PassCache) -> dict[str, int]:

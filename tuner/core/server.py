@@ -245,6 +245,13 @@ LOCATION_VARIABLES = (
     "innodb_undo_directory", "innodb_doublewrite_dir", "tmpdir", "innodb_page_size",
     "innodb_temp_data_file_path", "socket", "port", "pid_file", "version", "version_comment",
 )
+# files the server writes besides InnoDB's, where it resolved them (a datadir move makes those given by an
+# absolute path inside the datadir follow it: datadir_mover.move.followers)
+FILE_VARIABLES = (
+    "log_bin_basename", "log_bin_index", "relay_log_basename", "relay_log_index", "master_info_file",
+    "relay_log_info_file", "aria_log_dir_path", "log_error", "slow_query_log_file", "general_log_file",
+    "secure_file_priv",
+)
 
 
 def model_from_variables(variables: dict[str, str], sandbox: str | None = None) -> ServerModel:
@@ -282,7 +289,7 @@ def model_from_variables(variables: dict[str, str], sandbox: str | None = None) 
         tmpdir=tmpdir,
         page_size=int(v.get("innodb_page_size") or 16384),
         variables={k: val for k, val in sorted(v.items()) if k.startswith("innodb_") or k in LOCATION_VARIABLES
-                   or k in ("max_connections", "version_compile_os", "log_bin", "sync_binlog")},
+                   or k in FILE_VARIABLES                   or k in ("max_connections", "version_compile_os", "log_bin", "sync_binlog")},
     )
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tuner.placement import check, queueing
+from tuner.placement import check, queueing, report
 from tuner.placement.model import IoProfile, TierCost
 
 BUDGET_CELLS = ("advisor at 32.0 MiB", "advisor", "advisor at 165.0 MiB")
@@ -110,3 +110,31 @@ def test_the_check_says_why_there_is_no_queueing_prediction(goal):
     old_slow, old_fast = slow_fast(goal.old)
     model, why = check.queueing_model(plan(old_slow, old_fast), goal.everything)
     assert model is not None and "run `innotier placement tier` there again" in why and old_slow.mountpoint in why
+
+
+def test_the_throughput_curve_of_the_recorded_check_and_its_picture(goal, fixtures_dir, tmp_path):
+    """The check's curve: the advisor's pick at each budget of the stored advice's curve, priced by the fitted
+    network; from 1x at nothing to everything's measured ratio at the whole datadir, each point the pick the
+    check's own cell at that budget measured where there is one; drawn beside the measured cells."""
+    from tuner.placement.model import StoredAdvice
+
+    stored = StoredAdvice.from_dict(json.loads((fixtures_dir / "placement-goal-run" / "advice.json").read_text()))
+    slow, fast = slow_fast(goal.new)
+    plan = SimpleNamespace(stored=stored, profile=goal.profile, target=fast, slow_cost=slow, clients=8)
+    model = queueing.fit(goal.profile, slow, fast, 8, goal.everything)
+    curve = check.throughput_curve(plan, model)
+    assert curve[0]["queueing_ratio"] == 1.0 and curve[-1]["queueing_ratio"] == pytest.approx(goal.everything,
+                                                                                             rel=1e-6)
+    assert all(1.0 <= p["queueing_ratio"] <= goal.everything * (1 + 1e-6) for p in curve)
+    assert len({tuple(p["keys"]) for p in curve}) == len(curve)           # one point per distinct pick
+    advisor_cell = goal.rows["advisor"]
+    same = [p for p in curve if p["keys"] == sorted(advisor_cell["keys"])]
+    assert same and same[0]["queueing_ratio"] == pytest.approx(model.ratio(advisor_cell["keys"]))
+    assert check.throughput_curve(plan, None) == ()
+    rows = tuple(check.CheckRow(**(r | {"keys": tuple(r["keys"]), "queueing_ratio": model.ratio(r["keys"])}))
+                 for r in json.loads((fixtures_dir / "placement-goal-run" / "check.json").read_text())["rows"])
+    res = check.CheckResult("run", stored.advice_id, "now", 3, rows, curve=curve)
+    assert check.curve_line(res).startswith("throughput against budget (the advisor's pick at each, queueing model): "
+                                            "0 B 1.00x, ")
+    png = report.write_check_png(res, tmp_path / "check.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

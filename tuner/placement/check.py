@@ -169,11 +169,12 @@ class CheckResult:
     rows: tuple[CheckRow, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
     head_to_head: tuple[dict[str, Any], ...] = ()   # the advisor's pick over the naive one, same family
+    curve: tuple[dict[str, Any], ...] = ()          # the queueing model's throughput against budget
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "advice_id": self.advice_id, "checked_at": self.checked_at,
                 "blocks": self.blocks, "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes),
-                "head_to_head": list(self.head_to_head)}
+                "head_to_head": list(self.head_to_head), "curve": list(self.curve)}
 
 
 # ---- request -> plan ------------------------------------------------------------------------------
@@ -409,7 +410,7 @@ def result(plan: CheckPlan, results_path: str | None) -> CheckResult:
                      "to decide anything")
     pairs = tuple(_head_to_head_row(plan, v) for v in answered if _key(v.den_configs[0].settings["placement"]) != none)
     res = CheckResult(spec.run_id, plan.stored.advice_id, datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      blocks, tuple(rows), tuple(notes), pairs)
+                      blocks, tuple(rows), tuple(notes), pairs, throughput_curve(plan, network))
     with PlacementStore(results_path) as store:
         store.put_check(res.run_id, res.advice_id, res.checked_at, res.to_dict())
     return res
@@ -465,6 +466,34 @@ def queueing_model(plan: CheckPlan, everything: float | None) -> tuple[queueing.
         return network, (f"the queueing prediction takes {', '.join(missing)} to serve one operation at a time "
                          "(its cost was measured before capacity was): run `innotier placement tier` there again")
     return network, None
+
+
+def throughput_curve(plan: CheckPlan, network: queueing.QueueingModel | None) -> tuple[dict[str, Any], ...]:
+    """What the fast tier buys in throughput at each budget of the advice's curve: the advisor's pick there (from
+    the same profile and tiers) priced by the fitted queueing model.  Empty without a model."""
+    if network is None:
+        return ()
+    out = [{"budget": 0, "bytes": 0, "keys": [], "queueing_ratio": 1.0}]
+    last = 0.0
+    for budget, saving in plan.stored.advice.curve:
+        if budget <= 0 or saving <= last:
+            continue    # the same best saving as the budget before: the same pick, no new point
+        last = saving
+        try:
+            pick = advise(plan.profile, plan.target, budget, plan.slow_cost).pick
+        except InnotierError:   # below every candidate, or more than the tier holds: no pick at that budget
+            continue
+        if sorted(pick.keys) != out[-1]["keys"]:
+            out.append({"budget": budget, "bytes": pick.size_bytes, "keys": sorted(pick.keys),
+                        "queueing_ratio": network.ratio(pick.keys)})
+    return tuple(out)
+
+
+def curve_line(res: CheckResult) -> str | None:
+    if not res.curve:
+        return None
+    return ("throughput against budget (the advisor's pick at each, queueing model): "
+            + ", ".join(f"{human_size(p['budget'])} {p['queueing_ratio']:.2f}x" for p in res.curve))
 
 
 def closed_loop(clients: int, saving: float) -> float | None:

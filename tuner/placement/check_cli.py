@@ -7,7 +7,7 @@ import sys
 from tuner.core.cliutil import print_json, print_table
 from tuner.core.errors import UsageError
 from tuner.core.units import format_duration, parse_size
-from tuner.placement import check
+from tuner.placement import check, report
 from tuner.placement.store import PlacementStore
 from tuner.sweep.plan import print_plan
 from tuner.sweep.runner import RunnerOptions
@@ -35,6 +35,7 @@ def add_arguments(c) -> None:
     c.add_argument("--duration", type=float, default=60.0, help="measured seconds per cell (default 60)")
     c.add_argument("--interval", type=float, default=5.0, help="report interval seconds (default 5)")
     c.add_argument("--metrics-listen", metavar="HOST:PORT", help="serve Prometheus metrics here while it runs")
+    c.add_argument("--png", metavar="PATH", help="also draw measured beside predicted throughput against budget")
 
 
 def request_from_args(args) -> check.CheckRequest:
@@ -78,6 +79,10 @@ def cmd_check(args) -> int:
                     title="predicted (advice) beside measured (throughput over none)", fold=("files",))
         for line in check.head_to_head_lines(res):
             print(line)
+        if check.curve_line(res):
+            print(check.curve_line(res))
+        if args.png:
+            print(f"picture: {report.write_check_png(res, args.png)}")
         for note in res.notes:
             print(f"note: {note}")
         print(f"stored as check {res.run_id} in {summary.results}; the sweep's report: `innotier sweep report "

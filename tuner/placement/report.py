@@ -116,3 +116,39 @@ def write_curve_png(advice: Advice, path: str | Path) -> Path:
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+def write_check_png(res, path: str | Path) -> Path:
+    """A check's cells, measured throughput over none with their intervals, at the bytes each placed, beside the
+    queueing model's throughput against budget (``check.CheckResult``; everything is off the scale, said)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if res.curve:
+        ax.plot([p["bytes"] / (1 << 20) for p in res.curve], [p["queueing_ratio"] for p in res.curve],
+                marker=".", label="advisor's pick at each budget, queueing model")
+    rows = [r for r in res.rows if r.measured_ratio is not None and r.keys and r.name != "everything"]
+    for r, marker in zip(rows, "o^sDvP<>"):
+        x = (r.bytes_placed if r.bytes_placed is not None else r.bytes_advised) / (1 << 20)
+        ax.plot([x], [r.measured_ratio], marker=marker, linestyle="", label=f"{r.name}, measured")
+        if r.measured_low is not None:
+            ax.errorbar([x], [r.measured_ratio], fmt="none", ecolor="black",
+                        yerr=[[r.measured_ratio - r.measured_low], [r.measured_high - r.measured_ratio]])
+        if r.queueing_ratio is not None:
+            ax.plot([x], [r.queueing_ratio], marker=marker, linestyle="", markerfacecolor="none", color="grey")
+    every = next((r for r in res.rows if r.name == "everything"), None)
+    if every is not None and every.measured_ratio is not None:
+        ax.set_title(f"everything on the fast tier: {every.measured_ratio:.1f}x (the model is fitted to it)",
+                     fontsize="medium")
+    ax.set_yscale("log")   # everything is often two orders of magnitude above the picks
+    ax.set_xlabel("bytes on the fast tier, MiB")
+    ax.set_ylabel("throughput over nothing moved, x (log)")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

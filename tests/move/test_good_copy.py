@@ -164,10 +164,109 @@ def test_a_source_taken_away_after_start_blocks_the_proof_until_it_is_back(clone
         assert _datadir(spec) == os.path.realpath(target)
     finally:
         os.rename(away, home)
+    _writers_of_proof_json_take_turns_with_a_running_prover(journal)
     r = cli("move", "verify", "--id", journal.dir.name)
     assert r.returncode == 0 and "proof passed" in r.stdout, r.stdout + r.stderr
     r = cli("move", "resume", "--id", journal.dir.name, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["phase"] == "committed", r.stderr
+
+
+def _prover(journal, rate: int) -> subprocess.Popen:
+    """A real prover, as ``proof.start_background`` starts it (this one's pid is kept, to kill it like a crash)."""
+    return subprocess.Popen([sys.executable, "-m", "datadir_mover.move.proof", str(journal.dir), str(rate)],
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _kill(prover: subprocess.Popen) -> None:
+    prover.kill()
+    prover.wait(10)
+
+
+def _writers_of_proof_json_take_turns_with_a_running_prover(journal) -> None:
+    """``record_at_switch`` and ``invalidate`` write ``proof.json`` under ``proof.lock``: while a real prover holds
+    it they wait, so the file ends as one whole state and an invalidation is never lost.  The control, the same
+    calls without the lock (the prover still takes it), shows what the lock prevents: the prover's next save puts
+    back the files it compared before the switch (a mix of two runs) and undoes the invalidation."""
+    import threading
+
+    from datadir_mover.move import proof as proofmod
+    from datadir_mover.move import side_files
+    from datadir_mover.move.copy import Manifest, file_blocks
+    from datadir_mover.move.plan import Plan
+    from tuner.core.filelock import try_lock
+    from waiting import wait_for
+
+    plan = Plan.from_dict(journal.plan())
+    manifest = Manifest.from_dict(journal.load_json(side_files.COPY_MANIFEST))
+    as_switch_left_them = {name: journal.load_json(name) for name in (
+        side_files.PROOF, side_files.TARGET_BLOCKS, side_files.TARGET_LIST, side_files.TARGET_LINKS)}
+    rate = max(manifest.bytes // 3, 1 << 20)  # a whole run takes about 3 s: it is at work while the writers come
+    files = sorted(rel for rel, rec in manifest.records.items() if rec.kind == "file")
+    done = lambda: proofmod.Proof.load(journal).done  # noqa: E731
+    status = lambda: proofmod.Proof.load(journal).status  # noqa: E731
+
+    def held() -> bool:  # proof.lock is held (by the prover)
+        fd = try_lock(journal.dir / side_files.PROOF_LOCK)
+        if fd is not None:
+            os.close(fd)
+        return fd is None
+
+    def at_work(prover) -> list[str]:
+        """The prover holds the lock and saved progress: what it has compared so far."""
+        wait_for(lambda: done() and held(), 60, "the prover saving its progress")
+        assert prover.poll() is None
+        return list(done())
+
+    def behind(prover, write) -> threading.Thread:
+        """``write`` in a thread while the prover works: it waits for the lock, the prover going on meanwhile."""
+        seen = at_work(prover)
+        writer = threading.Thread(target=write)
+        writer.start()
+        wait_for(lambda: len(done()) > len(seen), 60, "the prover going on while the writer waits")
+        assert writer.is_alive(), "the writer did not wait for the prover's lock"
+        return writer
+
+    # with the lock: the switch's record waits for the prover to finish, then the proof starts over, whole,
+    # against the target as it is (the prover's last save does not come after it)
+    prover = _prover(journal, rate)
+    writer = behind(prover, lambda: proofmod.record_at_switch(journal, plan, manifest))
+    assert prover.wait(60) == 0
+    writer.join(60)
+    fresh = proofmod.Proof.load(journal)
+    assert (fresh.status, fresh.done, fresh.bytes_done, fresh.mismatches) == ("pending", [], 0, []), fresh
+    blocks = journal.load_json(side_files.TARGET_BLOCKS)
+    item = "tpcc/item.ibd"  # TPC-C never writes ITEM: the server on the target leaves it as it was
+    assert sorted(blocks) == files and blocks[item] == file_blocks(os.path.join(plan.target_dir, item)).hex()
+    # with the lock: an invalidation waits for the prover (killed mid-run here) and stays
+    prover = _prover(journal, rate)
+    writer = behind(prover, lambda: proofmod.invalidate(journal, "a server ran on it"))
+    _kill(prover)
+    writer.join(60)
+    kept = proofmod.Proof.load(journal)
+    assert kept.status == "failed" and kept.mismatches[-1].file == "(the source)", kept
+    assert proofmod.run(journal).status == "failed"  # a failed proof never runs again
+
+    # the control: the same writers without the lock (the prover still takes it)
+    proofmod.record_at_switch(journal, plan, manifest)
+    real_lock = proofmod._lock
+    proofmod._lock = lambda journal, wait: os.open(os.devnull, os.O_RDONLY)
+    try:
+        prover = _prover(journal, rate)
+        before_switch = at_work(prover)
+        proofmod.record_at_switch(journal, plan, manifest)
+        mixed = wait_for(lambda: len(done()) > len(before_switch) and done(), 60, "the prover's next save")
+        assert mixed[:len(before_switch)] == before_switch, mixed  # compared before the switch, kept: a mix
+        _kill(prover)
+        proofmod.record_at_switch(journal, plan, manifest)
+        prover = _prover(journal, rate)
+        at_work(prover)
+        proofmod.invalidate(journal, "a server ran on it")
+        wait_for(lambda: status() != "failed", 60, "the prover's next save")  # the invalidation lost
+        _kill(prover)
+    finally:
+        proofmod._lock = real_lock
+    for name, saved in as_switch_left_them.items():  # the server runs on the target: put back what SWITCH recorded
+        journal.save_json(name, saved)
 
 
 @pytest.mark.root

@@ -269,6 +269,83 @@ def _writers_of_proof_json_take_turns_with_a_running_prover(journal) -> None:
         journal.save_json(name, saved)
 
 
+def _said(field: str) -> str:
+    return field.replace("_", " ").replace("lsn", "LSN")
+
+
+def _lsn_offsets(field: str) -> tuple[int, ...]:
+    from datadir_mover.move.copy.redo import REDO_CHECKPOINTS
+    from datadir_mover.move.source_fingerprint import FIL_PAGE_FILE_FLUSH_LSN, FIL_PAGE_LSN
+
+    return {"checkpoint_lsn": REDO_CHECKPOINTS, "page_lsn": (FIL_PAGE_LSN,),
+            "flush_lsn": (FIL_PAGE_FILE_FLUSH_LSN,)}[field]
+
+
+def _write_lsn(path: str, field: str, value: int | dict) -> dict:
+    """Write ``value`` (or put back the bytes ``value`` maps) at ``field``'s offsets, its mtime kept as it was (a
+    change in that field alone: only its ctime moves with it); the bytes that were there."""
+    st = os.stat(path)
+    was = {}
+    fd = os.open(path, os.O_RDWR)
+    try:
+        for off in _lsn_offsets(field):
+            was[off] = os.pread(fd, 8, off)
+            os.pwrite(fd, value[off] if isinstance(value, dict) else value.to_bytes(8, "big"), off)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return was
+
+
+def _each_fingerprint_field_alone_is_caught_and_named(journal) -> list[tuple[str, str, str]]:
+    """Every LSN the fingerprint took at VERIFY, moved alone on the stopped source's real files (forward: a server
+    ran on it; back: an older copy restored), then put back: the re-check resume and rollback run names the file and
+    the field each time.  (role, path, field) of each field shown."""
+    from datadir_mover.move import good_copy, source_fingerprint
+    from datadir_mover.move.plan import Plan
+    from datadir_mover.move.source_fingerprint import LSN_KEYS, SourceState
+
+    plan = Plan.from_dict(journal.plan())
+    then = journal.load_json("source-fingerprint.json")
+    dumps = [p for role in ("moved", "shared") for p in then[role] if os.path.basename(p) == "ib_buffer_pool"]
+    assert dumps and not any(set(LSN_KEYS) & set(then[r].get(p, {})) for r in ("moved", "shared") for p in dumps)
+    legacy = json.loads(json.dumps(then))  # as an older innotier took it: the dump's digits read as LSNs
+    for role in ("moved", "shared"):
+        for p in dumps:
+            legacy[role].get(p, {}).update(page_lsn=3749872501722919690, flush_lsn=3617289945198899763)
+    assert source_fingerprint.classify(legacy, source_fingerprint.take(plan)) == (SourceState.SAME, "")
+    shown = []
+    for role in ("moved", "shared"):
+        for path, facts in sorted(then[role].items()):
+            real = path if role == "shared" else os.path.join(plan.source_dir, path)
+            for field in (k for k in LSN_KEYS if k in facts):
+                was = facts[field]  # ibdata's flush LSN is 0 on MariaDB 10.8+ (it no longer writes it): no way back
+                for value, state, how in ((was + 4096, SourceState.AHEAD, "moved"),
+                                          (was - 1, SourceState.DAMAGED, "went back"))[:2 if was else 1]:
+                    old = _write_lsn(real, field, value)
+                    try:
+                        found = good_copy.check_source(journal, plan)
+                    finally:
+                        _write_lsn(real, field, old)
+                    assert found.state == state, (path, field, found)
+                    assert found.why.startswith(f"{path}: its {_said(field)} {how} from {was} to {value}"), found
+                shown.append((role, path, field))
+    return shown
+
+
+def _lsns_moved(journal) -> list[tuple[str, str, int, int]]:
+    """(path, field, at VERIFY, now) of every fingerprinted LSN that is not what it was at VERIFY."""
+    from datadir_mover.move import source_fingerprint
+    from datadir_mover.move.plan import Plan
+
+    then = journal.load_json("source-fingerprint.json")
+    now = source_fingerprint.take(Plan.from_dict(journal.plan()))
+    return [(path, k, was[k], now[role][path].get(k)) for role in ("moved", "shared")
+            for path, was in sorted(then[role].items()) for k in source_fingerprint.LSN_KEYS
+            if k in was and path in now[role] and now[role][path].get(k) != was[k]]
+
+
 @pytest.mark.root
 def test_a_server_started_by_hand_on_the_source_of_an_undo_or_ibdata_move_is_caught(clone, mv_tiers, cli):
     from datadir_mover.move.proof import Proof
@@ -285,6 +362,10 @@ def test_a_server_started_by_hand_on_the_source_of_an_undo_or_ibdata_move_is_cau
         assert killed.returncode == -9, killed.stderr
         journal = _open_move(sb.name)
         assert Proof.load(journal).status == "passed"  # the offline path's proof, recorded at VERIFY
+        caught = _each_fingerprint_field_alone_is_caught_and_named(journal)
+        assert {(role, field) for role, _, field in caught} >= {
+            ("moved", "page_lsn"), ("shared", "checkpoint_lsn"), ("shared", "page_lsn")}, caught
+        assert ("moved" if component == "ibdata" else "shared", "flush_lsn") in {(r, f) for r, _, f in caught}
         sb.start()  # by hand, on the old placement: the moved files in the datadir take the writes
         mvhelpers.sql(spec.with_database(None), f"CREATE DATABASE rc_{component}",
                       f"CREATE TABLE rc_{component}.t (id INT PRIMARY KEY)", f"INSERT INTO rc_{component}.t VALUES (7)")
@@ -293,6 +374,9 @@ def test_a_server_started_by_hand_on_the_source_of_an_undo_or_ibdata_move_is_cau
         assert r.returncode != 0, r.stdout
         refusal = _last_line(r)
         assert "changed after the copy was verified" in refusal and "move rollback" in refusal, refusal
+        moved = _lsns_moved(journal)  # what the real run moved: the line names the file and the field of one
+        assert moved and any(f"{path}: its {_said(field)} moved from {was} to {now}" in refusal
+                             for path, field, was, now in moved), (refusal, moved)
         assert not journal.done("SWITCH")
         assert Proof.load(journal).status == "failed"  # a source that moved on invalidates the recorded proof
         r = cli("move", "rollback", "--id", journal.dir.name, "--yes")

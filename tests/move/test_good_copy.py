@@ -137,6 +137,57 @@ def test_rollback_and_resume_keep_the_good_copy(clone, mv_tiers, cli):
     assert journal.phase == "committed" and VerifyServerRecord.of(journal).ok
     assert _datadir(spec) == os.path.realpath(target) and mvhelpers.checksums(spec) == before
 
+    # a torn line at SWITCH (end to end): killed halfway through SWITCH (the placement already points at the
+    # target), SWITCH's begin record written onto the end of a line a crash tore (as an older innotier appended) and
+    # the record after it torn: rollback still sees SWITCH begun and puts the placement back
+    home, target = target, os.path.join(mv_tiers["zram"], "rc-switch")
+    journal = _killed_and_torn(cli, sb.name, target, "SWITCH:mid", "SWITCH")
+    r = cli("move", "rollback", "--id", journal.dir.name, "--yes")
+    assert r.returncode == 0 and "torn by a crash" in r.stderr, r.stderr
+    assert journal.phase == "rolled_back" and not os.path.exists(target)
+    assert _datadir(spec) == os.path.realpath(home) and mvhelpers.checksums(spec) == before
+
+    # the same at SWITCH, then resumed; then finalize killed after its first removal, its begin record glued to a
+    # torn line: rollback refuses (committed), a second finalize carries on where the first stopped
+    target = os.path.join(mv_tiers["zram"], "rc-final")
+    journal = _killed_and_torn(cli, sb.name, target, "SWITCH:mid", "SWITCH")
+    r = cli("move", "resume", "--id", journal.dir.name)
+    assert r.returncode == 0 and "torn by a crash" in r.stderr, r.stderr
+    assert journal.phase == "committed" and _datadir(spec) == os.path.realpath(target)
+    killed = cli("move", "finalize", "--id", journal.dir.name, "--yes", "--i-accept-volatile",
+                 env={"INNOTIER_MOVE_CRASH_AT": "FINALIZE:mid"})
+    assert killed.returncode == -9, killed.stderr
+    files = [r["rel"] for r in journal.load_json("copy-manifest.json")["records"] if r["kind"] == "file"]
+    left = [rel for rel in files if os.path.lexists(os.path.join(home, rel))]
+    assert 0 < len(left) < len(files), left  # it removed some of the source's files, not all
+    _tear(journal, "FINALIZE")
+    r = cli("move", "rollback", "--id", journal.dir.name, "--yes")
+    assert r.returncode != 0 and "is committed" in _last_line(r), r.stderr  # it refuses before appending
+    assert [rel for rel in files if os.path.lexists(os.path.join(home, rel))] == left
+    r = cli("move", "finalize", "--id", journal.dir.name, "--yes", "--i-accept-volatile")
+    assert r.returncode == 0 and "torn by a crash" in r.stderr, r.stderr
+    assert journal.phase == "finalized" and not os.path.exists(os.path.join(home, "tpcc"))
+    assert _datadir(spec) == os.path.realpath(target) and mvhelpers.checksums(spec) == before
+
+
+def _tear(journal, state: str) -> None:
+    """``state``'s begin record (the journal's last) written onto the end of a torn line, as an older innotier
+    appended after a crash, and a torn record after it."""
+    lines = journal.path.read_text().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    assert (last["state"], last["event"]) == (state, "begin"), lines[-1]
+    lines[-1] = '{"at": 1.0, "event": "do' + lines[-1]
+    journal.path.write_text("".join(lines) + '{"at": 2.0, "sta')
+
+
+def _killed_and_torn(cli, name: str, target: str, crash_at: str, state: str):
+    killed = cli("move", "apply", "datadir", "--sandbox", name, "--to", target, "--yes",
+                 env={"INNOTIER_MOVE_CRASH_AT": crash_at})
+    assert killed.returncode == -9, killed.stderr
+    journal = _open_move(name)
+    _tear(journal, state)
+    return journal
+
 
 @pytest.mark.root
 def test_a_source_taken_away_after_start_blocks_the_proof_until_it_is_back(clone, mv_tiers, cli):

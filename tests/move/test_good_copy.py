@@ -161,6 +161,8 @@ def test_rollback_and_resume_keep_the_good_copy(clone, mv_tiers, cli):
     left = [rel for rel in files if os.path.lexists(os.path.join(home, rel))]
     assert 0 < len(left) < len(files), left  # it removed some of the source's files, not all
     _tear(journal, "FINALIZE")
+    shown = cli("move", "status", "--id", journal.dir.name)
+    assert "finalize was interrupted: run `innotier move finalize` again" in shown.stdout, shown.stdout
     r = cli("move", "rollback", "--id", journal.dir.name, "--yes")
     assert r.returncode != 0 and "is committed" in _last_line(r), r.stderr  # it refuses before appending
     assert [rel for rel in files if os.path.lexists(os.path.join(home, rel))] == left

@@ -12,8 +12,11 @@ for every file the server would use if started on the old placement, not only th
   or its own directory; the system tablespace; the undo and doublewrite files): the redo
   log's checkpoint LSN by content (MariaDB 10.8+ ``ib_logfile0``, MySQL 8.0.30+
   ``#innodb_redo/#ib_redoN``: ``copy/redo.py`` has both layouts; another format: size and
-  mtime), the system tablespace's page-0 LSN and flush LSN (written at every clean
-  shutdown), the page-0 LSN of every undo tablespace, and size, mtime and ctime of each.
+  mtime), the system tablespace's page-0 LSN and flush LSN (MySQL writes the flush LSN at every
+  clean shutdown; MariaDB 10.8+ leaves it 0, and page 0's LSN moves only when page 0 changes, so
+  there the redo checkpoint and the undo headers are what a short run moves), the page-0 LSN of
+  every undo tablespace, and size, mtime and ctime of each (of the buffer pool dump, a text file
+  that travels with ibdata, only these).
 
 Every start writes a checkpoint and every write moves an mtime, so a server run moves some LSN
 or mtime forward.  ``classify`` sorts what it finds: SAME; AHEAD (an LSN or mtime moved
@@ -116,9 +119,15 @@ def _facts(path: Path, component: str | None) -> dict[str, int]:
             sts = [os.stat(path / n) for n in os.listdir(path)] or [st]
             out.update(size=sum(s.st_size for s in sts), mtime_ns=max(s.st_mtime_ns for s in sts),
                        ctime_ns=max(s.st_ctime_ns for s in sts))
-    elif component in ("ibdata", "undo") and stat.S_ISREG(st.st_mode):
+    elif component in ("ibdata", "undo") and stat.S_ISREG(st.st_mode) and not _is_dump(path):
         out.update(_header_lsns(path, component))
     return out
+
+
+def _is_dump(path: str | Path) -> bool:
+    """The buffer pool dump travels with ibdata but is a text file of page numbers: it has no header LSNs (read as
+    one, its digits gave nonsense "LSNs" that a refusal could name first)."""
+    return Path(path).name == components.BUFFER_POOL_DUMP
 
 
 def _component_of(name: str, plan: Plan) -> str | None:
@@ -210,20 +219,23 @@ def classify(then: dict, now: dict, moved_only: bool = False) -> tuple[SourceSta
         parts.append(("shared", then["shared"], now["shared"]))
     ahead: list[str] = []  # by LSN: the plainest evidence, named first
     written: list[str] = []  # by mtime, or new files
+    back: list[str] = []  # an LSN went back: the plainest evidence of an older copy, named first
     damaged: list[str] = []
     for _, was_all, is_all in parts:
         for path, was in sorted(was_all.items()):
             is_ = is_all.get(path)
+            if _is_dump(path):  # a fingerprint taken before the dump was told apart holds its digits as LSNs
+                was = {k: v for k, v in was.items() if k not in LSN_KEYS}
             if is_ is None:
                 damaged.append(f"{path} vanished")
                 continue
-            fwd, back = _lsn_moves(was, is_)
+            fwd, went_back = _lsn_moves(was, is_)
             lsn = next((k for k in LSN_KEYS if k in was and was[k] != is_.get(k)), None)
             if fwd:
                 ahead.append(f"{path}: its {lsn.replace('_', ' ').replace('lsn', 'LSN')} moved from {was[lsn]} to "
                              f"{is_.get(lsn)}")
-            elif back:
-                damaged.append(f"{path}: its {lsn.replace('_', ' ').replace('lsn', 'LSN')} went back from "
+            elif went_back:
+                back.append(f"{path}: its {lsn.replace('_', ' ').replace('lsn', 'LSN')} went back from "
                                f"{was[lsn]} to {is_.get(lsn)}")
             elif is_["mtime_ns"] > was["mtime_ns"]:
                 written.append(f"{path} was written (mtime moved)")
@@ -234,8 +246,8 @@ def classify(then: dict, now: dict, moved_only: bool = False) -> tuple[SourceSta
             written.append(f"files appeared: {', '.join(new[:3])}")
     if ahead or written:
         return SourceState.AHEAD, "; ".join((ahead + written)[:2])
-    if damaged:
-        return SourceState.DAMAGED, "; ".join(damaged[:2])
+    if back or damaged:
+        return SourceState.DAMAGED, "; ".join((back + damaged)[:2])
     return SourceState.SAME, ""
 
 

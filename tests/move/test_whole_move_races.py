@@ -87,14 +87,15 @@ def world(racer_user, golden, innotier_home):  # noqa: F811 (racer_user: the imp
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _mover(world: World, target: Path, precopy: bool, races: dict[str, Callable[[], None]]):
+def _mover(world: World, target: Path, precopy: bool, races: dict[str, Callable[[], None]],
+           allow_same_fs: bool = False):
     """A datadir move's executor with the racer at the named boundaries; (executor, lines it said, boundaries
     where the canary was found changed)."""
     from datadir_mover.move import plan as planmod
     from datadir_mover.move.executor import Executor
 
-    plan = planmod.build(planmod.MoveRequest("datadir", str(target), precopy=precopy, probe=False),
-                         world.sb.connection_spec())
+    plan = planmod.build(planmod.MoveRequest("datadir", str(target), precopy=precopy, probe=False,
+                                             allow_same_fs=allow_same_fs), world.sb.connection_spec())
     said: list[str] = []
     ex = Executor.create(plan, echo=said.append)
     ex.background_proof = False  # the test proves the move itself, in the foreground (no process outlives it)
@@ -257,3 +258,51 @@ def test_a_whole_move_raced_at_every_copy_completes_verified_and_finalize_stays_
     done = ex.finalize(accept_volatile=True)
     assert done.removed > 0 and not os.path.lexists(src / "tpcc") and ex.journal.phase == "finalized"
     assert snapshot(canary) == world.canary_at_start
+
+
+@pytest.mark.root
+def test_switch_and_verify_server_raced_stay_inside(world):
+    """The two boundaries the races above leave out.  Before SWITCH (the copy verified, the server stopped) the
+    racer swaps the made target for a link to the canary: SWITCH makes sure of the target through a descriptor
+    (it would chown and chmod it), so it refuses in one line and the rollback removes nothing through the link.
+    Before VERIFY_SERVER (the server runs on the target: its files are the racer's) the racer plants links to
+    root's files in the target and in the stopped source: the check, the commit and finalize (which removes the
+    source) follow none, and finalize leaves the planted link where it is.  The source is where the server runs
+    now (the test before this one moved it onto the tier: the moves stay on it); the canary is compared at every
+    boundary."""
+    from tuner.core.server import inspect
+
+    spec = world.sb.connection_spec()
+    canary, racer = world.canary, world.racer
+    home = Path(os.path.realpath(inspect(spec).datadir))
+
+    target = world.tier / "movrace-switch"
+    ex, said, changed = _mover(world, target, False,
+                               {"SWITCH": lambda: racer.do("swap", str(target), str(canary))}, allow_same_fs=True)
+    text = _refused(ex)
+    assert f"move failed in SWITCH: {target} is a symbolic link" in text and "rolled back" in text, text
+    assert os.readlink(target) == str(canary) and Path(f"{target}.aside", "tpcc").is_dir()
+    _nothing_outside_changed(world, changed)
+    assert ex.journal.phase == "rolled_back" and world.sb.running_pid() is not None
+    assert Path(os.path.realpath(inspect(spec).datadir)) == home and mvhelpers.checksums(spec) == world.sums
+    os.unlink(target)
+    shutil.rmtree(f"{target}.aside")
+
+    target = world.tier / "movrace-verify-server"
+    planted = (target / "tpcc" / "movrace-late.ibd", home / "tpcc" / "movrace-late.ibd")
+
+    def plant() -> None:
+        racer.do("link", str(planted[0]), str(canary / "extra.ibd"))
+        racer.do("link", str(planted[1]), str(canary / "secret"))
+
+    ex, said, changed = _mover(world, target, False, {"VERIFY_SERVER": plant}, allow_same_fs=True)
+    result = ex.run()
+    assert result.phase == "committed" and result.verify_server.ok, result.to_dict()
+    assert ex.prove().status == "passed"
+    assert os.path.realpath(inspect(spec).datadir) == os.path.realpath(target)
+    assert mvhelpers.checksums(spec) == world.sums
+    done = ex.finalize(accept_volatile=True)
+    assert done.removed > 0 and ex.journal.phase == "finalized"
+    assert "tpcc/" in done.kept and not (home / "tpcc" / "item.ibd").exists(), done  # the planted link stays
+    assert [os.readlink(p) for p in planted] == [str(canary / "extra.ibd"), str(canary / "secret")]
+    _nothing_outside_changed(world, changed)

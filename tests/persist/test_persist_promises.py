@@ -3,7 +3,8 @@
 - a sync at shutdown that fails (the backing file system read-only) is recorded; the boot restore then refuses
   in one line naming the generation it would bring back and the loss, changing nothing; ``--accept-loss`` goes on;
 - MyISAM and Aria tables come back whole through sync and restore;
-- the locations are re-read: a redo log moved after ``persist install`` is synced and restored where the
+- the locations are re-read: a redo log moved after ``persist install`` (by ``innotier move apply redo``, then
+  finalized with the backing as the keeper of its volatile target; and by hand) is synced and restored where the
   server now looks for it (with the install-time locations the server would not start: no ib_logfile0);
 - a server that refuses connections (SIGSTOP) is running: ``sync --offline`` and ``restore`` refuse it;
 - an existing backing directory keeps the mode the DBA gave it;
@@ -90,8 +91,12 @@ def test_failed_shutdown_sync_is_recorded_and_restore_refuses_silent_loss(box, c
             "--unit-dir", str(tmp_path / "units"), "--first-sync", "--json")
     assert r.returncode == 0, r.stderr
     assert oct(os.stat(backing).st_mode & 0o777) == "0o755"   # the DBA's directory: not chmodded
-    redo_dir = os.path.join(tier, "redo")
-    _move_redo_by_hand(sb, sb.datadir, redo_dir)
+    redo_dir = os.path.join(tier, "redo")  # moved after install by the mover, as a DBA does it
+    r = cli("move", "apply", "redo", "--sandbox", sb.name, "--to", redo_dir, "--allow-same-fs", "--yes", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["phase"] == "committed", r.stderr
+    cli("persist", "sync", "--backing", backing, check=True)  # the volatile target kept: finalize may go on
+    r = cli("move", "finalize", "--id", json.loads(r.stdout)["move_id"], "--yes", "--persist-backing", backing)
+    assert r.returncode == 0 and not Path(sb.datadir, "ib_logfile0").exists(), r.stderr
     _sql(spec, "INSERT INTO pz.i VALUES (2, 'after the redo move')")
     gen = json.loads(cli("persist", "sync", "--backing", backing, "--json", check=True).stdout)
     assert json.loads(Path(backing, "persist.json").read_text())["locations"]["redo_dir"] == redo_dir

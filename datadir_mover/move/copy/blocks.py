@@ -101,6 +101,12 @@ def zero_digest(length: int) -> bytes:
     return block_digest(bytes(length))
 
 
+@functools.lru_cache(maxsize=64)
+def zero_blocks(length: int) -> list[bytes]:
+    """The block digests of ``length`` zero bytes (a chunk of zeros; compared with, never changed)."""
+    return digests_of(bytes(length), length)
+
+
 def digests_of(data, length: int) -> list[bytes]:
     """Block digests of the first ``length`` bytes of ``data`` (a block-aligned chunk)."""
     return [block_digest(data[i:i + BLOCK]) for i in range(0, length, BLOCK)]

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from datadir_mover.move.copy.blocks import (BLOCK, DIGEST, Progress, Range, Source, block_digest, chunk_buffer,
                                             chunks, coalesce, combine, digests_of, pieces, read_back_chunk, run_all,
-                                            write_all, zero_digest)
+                                            write_all, zero_blocks, zero_digest)
 from datadir_mover.move.copy.delta import SkipRule, copy_stale_blocks, prefetch, read_blocks
 from datadir_mover.move.copy.pages import PageRule
 
@@ -93,7 +93,7 @@ def copy_piece(source: Source, dfd: int, start: int, end: int, progress: Progres
             ranges = [(c + i * BLOCK, min(c + (i + 1) * BLOCK, ce)) for i, d in enumerate(blocks)
                       if old[(first + i) * DIGEST:(first + i + 1) * DIGEST] != d]
         elif allocated:  # whole chunks, so the zeros left to _allocate_like come in runs (few extents)
-            ranges = [(c, ce)] if _nonzero_gaps(data, c, ce, [], blocks) else []
+            ranges = [] if _all_zeros(blocks, ce - c) else [(c, ce)]
         else:
             ranges = coalesce(sorted(extents + _nonzero_gaps(data, c, ce, extents, blocks)))
         for a, b in ranges:
@@ -105,6 +105,11 @@ def copy_piece(source: Source, dfd: int, start: int, end: int, progress: Progres
         if progress:
             progress(ce - c)
     return b"".join(digests), written
+
+
+def _all_zeros(blocks: list[bytes], length: int) -> bool:
+    """The chunk of ``length`` bytes whose block digests are ``blocks`` is all zeros (one list compare a chunk)."""
+    return blocks == zero_blocks(length)
 
 
 def _nonzero_gaps(data, c: int, ce: int, extents: list[Range], blocks: list[bytes]) -> list[Range]:

@@ -22,6 +22,9 @@ its block digests compared with those of what was read from the source (``ReadBa
 chunk is read, so the bytes read back are still in the core's cache; every byte of the target is read, the
 zeros left unwritten included (a source allocated whole gets its target allocated whole *before* the writes
 then, so those zeros are read back as allocated and nothing changes the file's bytes after their read-back).
+Until its owner and mode are set, after the last chunk, the new file is root's with mode 0600, so no other
+user can write a chunk between its read-back and the fsync; the caller reads the file back whole if its stat
+moved after the fsync (``tree._verified_as_written``).
 
 The paths given name their directory through a checked descriptor (``safe_fs.Tree.path``): only the
 last component is resolved here, with ``O_NOFOLLOW``; owner, mode and times are set on the open file.

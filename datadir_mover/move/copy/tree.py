@@ -249,7 +249,7 @@ def _verify_ranges(dst: Tree, rec: FileRecord, fc: FileCopy, memory: bool,
 def _verified_as_written(dst: Tree, rec: FileRecord, fc: FileCopy, memory: bool,
                          pool: ThreadPoolExecutor | None = None) -> None:
     """A copy read back chunk by chunk as it was written is verified as it was after its fsync, unless its stat
-    moved since (something wrote it after its read-back): then it is read back whole."""
+    moved since (something wrote it after the copy): then it is read back whole."""
     tst = dst.lstat(rec.rel)
     was = fc.read_back
     if (tst.st_mtime_ns, tst.st_ctime_ns, tst.st_ino) != (was.st_mtime_ns, was.st_ctime_ns, was.st_ino):

@@ -22,7 +22,7 @@ its block digests compared with those of what was read from the source (``ReadBa
 chunk is read, so the bytes read back are still in the core's cache; every byte of the target is read, the
 zeros left unwritten included (a source allocated whole gets its target allocated whole *before* the writes
 then, so those zeros are read back as allocated and nothing changes the file's bytes after their read-back).
-Until its owner and mode are set, after the last chunk, the new file is root's with mode 0600, so no other
+Until its owner and mode are set, after the last chunk, the new file is the mover's with mode 0600, so no other
 user can write a chunk between its read-back and the fsync; the caller reads the file back whole if its stat
 moved after the fsync (``tree._verified_as_written``).
 

@@ -237,6 +237,7 @@ def test_read_back_catches_a_copy_that_trusted_a_lying_extent_map(tmp_path, monk
     src, dst = _all_data(tmp_path, cache, layout)
     monkeypatch.setattr(blocks, "data_extents", _lying_map(blocks.data_extents, MiB, 2 * MiB))
     monkeypatch.setattr(file_mod, "_nonzero_gaps", lambda data, c, ce, extents, digests: [])
+    monkeypatch.setattr(file_mod, "_all_zeros", lambda digests, length: True)
     with pytest.raises(MoveError, match="differs from its source"):
         copy_tree(src, dst, walk(src), stable=True)
 
@@ -294,7 +295,8 @@ def test_read_back_catches_a_byte_changed_in_the_zeros_the_copy_left_unwritten(t
                                                                                target):
     """Fault injected: a byte flipped, after the write and before the read-back, inside the zeros the copy left
     unwritten and allocated.  The read-back reads the target's bytes there, not what the copy knows it wrote:
-    caught."""
+    caught.  On tmpfs the copy read each chunk back as it wrote it, so the byte is flipped after that read-back:
+    the target's stat moved since, so the copy is read back whole again, and that catches it."""
     src = tmp_path / "src"
     src.mkdir()
     _allocated_with_zeros(src)
@@ -312,8 +314,105 @@ def test_read_back_catches_a_byte_changed_in_the_zeros_the_copy_left_unwritten(t
         return fc
 
     monkeypatch.setattr(tree_mod, "copy_file", copy_then_flip)
+    whole = "checksum of the copy .* differs from its source"  # the whole file read back, after the copy
     try:
-        with pytest.raises(MoveError, match="differs from its source"):
+        with pytest.raises(MoveError, match=whole):
             copy_tree(src, dst, walk(src), verify=True, stable=True)
     finally:
         shutil.rmtree(dst)
+
+
+# ---------------------------------------------------------------- a copy onto memory, read back as it is written
+
+
+@pytest.fixture
+def memory_copy(tmp_path, mv_tiers):
+    """(src, dst): an empty source directory under tmp_path and an empty target directory on the session's tmpfs
+    (removed afterwards)."""
+    src, dst = tmp_path / "src", Path(mv_tiers["tmpfs"]) / "read-back-as-written"
+    src.mkdir()
+    dst.mkdir()
+    yield src, dst
+    shutil.rmtree(dst)
+
+
+AS_WRITTEN = "differs from its source at byte .* when read back right after it was written"
+
+
+def test_memory_copy_is_read_back_as_written_and_not_again(memory_copy, monkeypatch):
+    """A copy onto tmpfs is read back chunk by chunk as it is written (every byte: data, the zeros left unwritten
+    and allocated, a sparse file's hole), and neither COPY nor VERIFY reads it whole again while its stat holds."""
+    src, dst = memory_copy
+    (src / "ibdata1").write_bytes(os.urandom(MiB) + bytes(2 * MiB) + os.urandom(100_000))  # allocated whole
+    mvhelpers.write_sparse(src / "t.ibd", 5 * MiB, [(0, os.urandom(MiB)), (4 * MiB, os.urandom(4096))])
+    size = sum(os.stat(src / n).st_size for n in ("ibdata1", "t.ibd"))
+    read_back, whole = [], []
+    real_chunk, real_whole = file_mod.read_back_chunk, tree_mod.digest_file
+    monkeypatch.setattr(file_mod, "read_back_chunk", lambda fd, a, b: read_back.append(b - a) or real_chunk(fd, a, b))
+    monkeypatch.setattr(tree_mod, "digest_file", lambda *a, **k: whole.append(a[0]) or real_whole(*a, **k))
+    m, _ = copy_tree(src, dst, walk(src), verify=True, stable=True)
+    verify_tree(m)
+    assert sum(read_back) == size and not whole, "read back in part, or twice"
+    for name in ("ibdata1", "t.ibd"):
+        assert (dst / name).read_bytes() == (src / name).read_bytes() and m.records[name].verified
+    assert os.stat(dst / "t.ibd").st_blocks * 512 < 2 * MiB, "the read-back filled the holes"
+
+
+@pytest.mark.parametrize("where", ["data", "allocated zeros", "hole"])
+def test_memory_copy_read_back_catches_a_byte_changed_between_write_and_read_back(memory_copy, monkeypatch, where):
+    """Fault injected: the target's byte at 2 MiB + 77 changed after the copy wrote its chunk and before the chunk
+    is read back (as a medium returning other bytes would): in a chunk written, in the zeros a source allocated
+    whole leaves unwritten (allocated before the writes), in a sparse source's hole.  Caught by that chunk's
+    read-back, before the copy goes on."""
+    src, dst = memory_copy
+    if where == "data":
+        (src / "ibdata1").write_bytes(os.urandom(3 * MiB))
+    elif where == "allocated zeros":
+        (src / "ibdata1").write_bytes(os.urandom(MiB) + bytes(2 * MiB) + os.urandom(100_000))
+    else:
+        mvhelpers.write_sparse(src / "ibdata1", 4 * MiB, [(0, os.urandom(MiB)), (3 * MiB, os.urandom(4096))])
+    real = file_mod.read_back_chunk
+    flipped = []
+
+    def flip_then_read_back(fd, start, end):
+        if start <= 2 * MiB + 77 < end:
+            before = os.pread(fd, 1, 2 * MiB + 77)
+            wfd = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY)  # the file being read back, whatever its name
+            try:
+                os.pwrite(wfd, bytes([before[0] ^ 0x01]), 2 * MiB + 77)
+            finally:
+                os.close(wfd)
+            flipped.append(before)
+        return real(fd, start, end)
+
+    monkeypatch.setattr(file_mod, "read_back_chunk", flip_then_read_back)
+    with pytest.raises(MoveError, match=AS_WRITTEN):
+        copy_tree(src, dst, walk(src), verify=True, stable=True)
+    assert flipped
+
+
+def test_memory_copy_read_back_catches_a_short_write(memory_copy, monkeypatch):
+    """Fault injected: every write to the target drops its last byte and reports it written (a short write not
+    reported): the first chunk's read-back catches it."""
+    src, dst = memory_copy
+    (src / "ibdata1").write_bytes(os.urandom(3 * MiB))
+    real = file_mod.write_all
+    monkeypatch.setattr(file_mod, "write_all", lambda fd, data, off: real(fd, data[:-1], off))
+    with pytest.raises(MoveError, match=AS_WRITTEN):
+        copy_tree(src, dst, walk(src), verify=True, stable=True)
+
+
+@pytest.mark.parametrize("layout", ["allocated", "sparse"])
+def test_memory_copy_read_back_catches_a_copy_that_trusted_a_lying_extent_map(memory_copy, monkeypatch, layout):
+    """Fault injected twice, onto tmpfs: the map reports [1 MiB, 2 MiB) of the source as a hole and the copy is made
+    to believe it (left unwritten: a hole, or allocated zeros for a source allocated whole).  The chunk's
+    read-back reads zeros there, the source's digest is of the data read: caught."""
+    src, dst = memory_copy
+    (src / "ibdata1").write_bytes(os.urandom(3 * MiB))
+    if layout == "sparse":
+        os.truncate(src / "ibdata1", 8 * MiB)
+    monkeypatch.setattr(blocks, "data_extents", _lying_map(blocks.data_extents, MiB, 2 * MiB))
+    monkeypatch.setattr(file_mod, "_nonzero_gaps", lambda data, c, ce, extents, digests: [])
+    monkeypatch.setattr(file_mod, "_all_zeros", lambda digests, length: True)
+    with pytest.raises(MoveError, match=AS_WRITTEN):
+        copy_tree(src, dst, walk(src), verify=True, stable=True)

@@ -16,6 +16,16 @@ map then calls data) costs the target an allocation, not a copy.  Zeros are know
 digests, the ones the read-back compares with.  Where the target cannot allocate (ramfs) the
 map's rule applies.
 
+On tmpfs or ramfs, where the file's pages are the medium, a new copy asked to be read back (``read_back``) is
+read back chunk by chunk: each chunk is read from the target right after its writes, into another buffer, and
+its block digests compared with those of what was read from the source (``ReadBackMismatch``), before the next
+chunk is read, so the bytes read back are still in the core's cache; every byte of the target is read, the
+zeros left unwritten included (a source allocated whole gets its target allocated whole *before* the writes
+then, so those zeros are read back as allocated and nothing changes the file's bytes after their read-back).
+Until its owner and mode are set, after the last chunk, the new file is the mover's with mode 0600, so no other
+user can write a chunk between its read-back and the fsync; the caller reads the file back whole if its stat
+moved after the fsync (``tree._verified_as_written``).
+
 The paths given name their directory through a checked descriptor (``safe_fs.Tree.path``): only the
 last component is resolved here, with ``O_NOFOLLOW``; owner, mode and times are set on the open file.
 """
@@ -29,10 +39,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from datadir_mover.move.copy.blocks import (BLOCK, DIGEST, Progress, Range, Source, block_digest, chunk_buffer,
-                                            chunks, coalesce, combine, digests_of, pieces, run_all, write_all,
-                                            zero_digest)
+                                            chunks, coalesce, combine, digests_of, pieces, read_back_chunk, run_all,
+                                            write_all, zero_blocks, zero_digest)
 from datadir_mover.move.copy.delta import SkipRule, copy_stale_blocks, prefetch, read_blocks
 from datadir_mover.move.copy.pages import PageRule
+
+
+class ReadBackMismatch(Exception):
+    """A chunk of a new copy read back right after its writes differs from what was read from the source."""
+
+    def __init__(self, offset: int):
+        super().__init__(f"the chunk at byte {offset} differs from its source when read back")
+        self.offset = offset
 
 
 @dataclass
@@ -44,6 +62,7 @@ class FileCopy:
     written: list[Range]
     delta: bool  # only changed blocks were written (the rest was verified earlier)
     read_blocks: frozenset[int] | None = None  # the blocks read from the source (None: all of them)
+    read_back: os.stat_result | None = None  # the target's stat once copied, when it was read back as written
 
     @property
     def digest(self) -> str:
@@ -55,14 +74,16 @@ class FileCopy:
 
 
 def copy_piece(source: Source, dfd: int, start: int, end: int, progress: Progress | None,
-               old: bytes | None = None, allocated: bool = False) -> tuple[bytes, list[Range]]:
+               old: bytes | None = None, allocated: bool = False,
+               back_fd: int | None = None) -> tuple[bytes, list[Range]]:
     """Copy [start, end) from the source to dfd; (block digests of the range, ranges written).
 
     Without ``old`` (a new target) the data is written, holes are not (see the module
     docstring); with ``allocated`` (every range left unwritten is allocated afterwards) the
     extent map is not asked: a chunk is written whole unless it is all zeros.  With ``old``
     (the block digests of the target's verified copy) only the blocks whose digest changed are
-    written, whole.
+    written, whole.  With ``back_fd`` (the target on tmpfs or ramfs, opened for reading) every chunk is read back
+    once written and compared (see the module docstring).
     """
     view = chunk_buffer()
     digests: list[bytes] = []
@@ -75,16 +96,23 @@ def copy_piece(source: Source, dfd: int, start: int, end: int, progress: Progres
             ranges = [(c + i * BLOCK, min(c + (i + 1) * BLOCK, ce)) for i, d in enumerate(blocks)
                       if old[(first + i) * DIGEST:(first + i + 1) * DIGEST] != d]
         elif allocated:  # whole chunks, so the zeros left to _allocate_like come in runs (few extents)
-            ranges = [(c, ce)] if _nonzero_gaps(data, c, ce, [], blocks) else []
+            ranges = [] if _all_zeros(blocks, ce - c) else [(c, ce)]
         else:
             ranges = coalesce(sorted(extents + _nonzero_gaps(data, c, ce, extents, blocks)))
         for a, b in ranges:
             write_all(dfd, data[a - c:b - c], a)
+        if back_fd is not None and read_back_chunk(back_fd, c, ce) != blocks:
+            raise ReadBackMismatch(c)
         written += ranges
         digests += blocks
         if progress:
             progress(ce - c)
     return b"".join(digests), written
+
+
+def _all_zeros(blocks: list[bytes], length: int) -> bool:
+    """The chunk of ``length`` bytes whose block digests are ``blocks`` is all zeros (one list compare a chunk)."""
+    return blocks == zero_blocks(length)
 
 
 def _nonzero_gaps(data, c: int, ce: int, extents: list[Range], blocks: list[bytes]) -> list[Range]:
@@ -107,7 +135,7 @@ def _nonzero_gaps(data, c: int, ce: int, extents: list[Range], blocks: list[byte
 
 def copy_file(src: str, dst: str, progress: Progress | None = None, pool: ThreadPoolExecutor | None = None,
               old: bytes | None = None, rule: SkipRule | None = None, target_in_memory: bool = False,
-              stopped: bool = False) -> FileCopy:
+              stopped: bool = False, read_back: bool = False) -> FileCopy:
     """Copy one regular file, keep owner/mode/mtime, fsync.
 
     Without ``old`` the target is created anew; with ``old`` (the block digests of the
@@ -118,8 +146,10 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
     memory, so with a ``PageRule`` a block with only some stale pages reads just those from the
     source and the rest from the target.  ``stopped``: nothing writes the source (the server is
     stopped), so a new target's copy reads the source's uncached pages past the page cache
-    (``blocks.Source``).
+    (``blocks.Source``).  ``read_back`` (the target is on tmpfs or ramfs): a new copy is read back chunk by chunk as
+    it is written, and ``FileCopy.read_back`` holds its stat after the fsync (see the module docstring).
     """
+    read_back = read_back and old is None  # a delta's rewritten blocks are read back by the caller
     sfd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
     source = None
     try:
@@ -128,30 +158,37 @@ def copy_file(src: str, dst: str, progress: Progress | None = None, pool: Thread
         # with direct reads, no read-ahead: a cached chunk's read must not bring in the uncached ones after it
         os.posix_fadvise(sfd, 0, 0, os.POSIX_FADV_SEQUENTIAL if source.direct_fd is None else os.POSIX_FADV_RANDOM)
         dfd = _open_target(dst, old is None)
+        back_fd = _reopen_for_reading(dfd) if read_back else None
         try:
             if old is not None:
                 old = old[: -(-st.st_size // BLOCK) * DIGEST]  # the file may have shrunk or grown
             os.ftruncate(dfd, st.st_size)  # holes stay holes: only data is written below
             allocated = old is None and _allocated_whole(st) and _can_allocate(dfd, st.st_size)
+            if allocated and read_back:  # before the writes: the zeros left unwritten are read back as allocated
+                os.posix_fallocate(dfd, 0, st.st_size)
             if old is not None and rule is not None:
                 parts, read = _copy_delta(sfd, dfd, dst, st, progress, pool, old, rule, target_in_memory)
             else:
                 read = None
-                parts = run_all(pool, copy_piece, [(source, dfd, a, b, progress, old, allocated)
-                                                   for a, b in pieces(st.st_size)])
-            if old is None:
+                parts = run_all(pool, copy_piece, [(source, dfd, a, b, progress, old, allocated,
+                                                    back_fd) for a, b in pieces(st.st_size)])
+            if old is None and not (allocated and read_back):
                 _allocate_like(dfd, st, [r for p in parts for r in p[1]], strict=allocated)
             _keep_metadata_fd(dfd, st)
             os.fsync(dfd)
+            target_st = os.fstat(dfd) if read_back else None
             if not target_in_memory:
                 os.posix_fadvise(dfd, 0, 0, os.POSIX_FADV_DONTNEED)  # written and durable: leave the cache to others
         finally:
+            if back_fd is not None:
+                os.close(back_fd)
             os.close(dfd)
     finally:
         if source is not None:
             source.close()
         os.close(sfd)
-    return FileCopy(st, b"".join(p[0] for p in parts), [r for p in parts for r in p[1]], old is not None, read)
+    return FileCopy(st, b"".join(p[0] for p in parts), [r for p in parts for r in p[1]], old is not None, read,
+                    target_st)
 
 
 def _copy_delta(sfd: int, dfd: int, dst: str, st: os.stat_result, progress: Progress | None,
@@ -191,6 +228,13 @@ def _open_target(dst: str, new: bool) -> int:
         os.close(fd)
         raise OSError(errno.EMLINK, "the earlier copy has another name too (a hard link): not written through", dst)
     return fd
+
+
+def _reopen_for_reading(fd: int) -> int:
+    """The file open at ``fd`` opened again, for reading: through /proc, so the very file written is read back
+    whatever its name is by then (the write descriptor stays write-only: glibc's fallocate emulation, which a
+    readable descriptor would let fill a ramfs copy, is refused as before)."""
+    return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
 
 
 def _keep_metadata_fd(fd: int, st: os.stat_result) -> None:

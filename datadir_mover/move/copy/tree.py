@@ -37,7 +37,7 @@ from tuner.core.probe import mount_of
 from datadir_mover.move.copy.blocks import (BLOCK, DIGEST, PIECE, WORKERS, Progress, digest_file, file_blocks,
                                             merge_into_pieces, on_memory_fs, results)
 from datadir_mover.move.copy.delta import SkipRule, floors_after, floors_of, skip_rule
-from datadir_mover.move.copy.file import FileCopy, copy_file
+from datadir_mover.move.copy.file import FileCopy, ReadBackMismatch, copy_file
 from datadir_mover.move.copy.manifest import CopyStats, FileRecord, Manifest
 from datadir_mover.move.copy.redo import trusted_by_stat
 from datadir_mover.move.copy.safe_fs import Tree, UnsafePath, remove_all
@@ -177,7 +177,8 @@ def _copy_files(src: Tree, dst: Tree, todo: list[Todo], progress: Progress | Non
     """Copy (and with ``verify`` read back) files: small ones whole, large ones in parallel pieces (``_each_file``).
 
     A delta copy (only changed blocks rewritten) is always read back at once, the
-    rewritten blocks only: the rest was read back when it was written.
+    rewritten blocks only: the rest was read back when it was written.  On tmpfs or ramfs a new copy is read back
+    chunk by chunk as it is written (``file.copy_file(read_back=True)``).
     """
     memory = on_memory_fs(dst.root) if todo else False
     in_memory = memory or (bool(todo) and mount_of(dst.root).dax)  # the target's pages are its medium
@@ -186,7 +187,12 @@ def _copy_files(src: Tree, dst: Tree, todo: list[Todo], progress: Progress | Non
             pool: ThreadPoolExecutor | None) -> tuple[FileRecord, FileCopy]:
         read_at = time.time_ns()
         try:
-            fc = copy_file(src.path(rel), dst.path(rel), progress, pool, old, rule, in_memory, stopped)
+            fc = copy_file(src.path(rel), dst.path(rel), progress, pool, old, rule, in_memory, stopped,
+                           verify and memory)
+        except ReadBackMismatch as exc:
+            raise MoveError(f"the copy {os.path.join(dst.root, rel)} differs from its source at byte {exc.offset} "
+                            "when read back right after it was written; the target storage returned different data: "
+                            "check it (dmesg) and run the move again") from None
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.EMLINK):  # a link planted in place of a file: refused, not followed
                 raise UnsafePath(f"{os.path.join(src.root if exc.filename == src.path(rel) else dst.root, rel)}: "
@@ -196,6 +202,8 @@ def _copy_files(src: Tree, dst: Tree, todo: list[Todo], progress: Progress | Non
         rec = FileRecord.of(rel, "file", fc.st, digest=fc.digest, read_at_ns=read_at)
         if fc.delta:
             _verify_ranges(dst, rec, fc, memory, pool)
+        elif fc.read_back is not None:
+            _verified_as_written(dst, rec, fc, memory, pool)
         elif verify:
             _verify_record(dst, rec, memory, pool)
         if after_file:
@@ -238,8 +246,20 @@ def _verify_ranges(dst: Tree, rec: FileRecord, fc: FileCopy, memory: bool,
     _mark_verified(dst, rec)
 
 
-def _mark_verified(dst: Tree, rec: FileRecord) -> None:
+def _verified_as_written(dst: Tree, rec: FileRecord, fc: FileCopy, memory: bool,
+                         pool: ThreadPoolExecutor | None = None) -> None:
+    """A copy read back chunk by chunk as it was written is verified as it was after its fsync, unless its stat
+    moved since (something wrote it after the copy): then it is read back whole."""
     tst = dst.lstat(rec.rel)
+    was = fc.read_back
+    if (tst.st_mtime_ns, tst.st_ctime_ns, tst.st_ino) != (was.st_mtime_ns, was.st_ctime_ns, was.st_ino):
+        _verify_record(dst, rec, memory, pool)
+        return
+    _mark_verified(dst, rec, tst)
+
+
+def _mark_verified(dst: Tree, rec: FileRecord, tst: os.stat_result | None = None) -> None:
+    tst = tst or dst.lstat(rec.rel)
     rec.target_mtime_ns, rec.target_ctime_ns, rec.target_ino = tst.st_mtime_ns, tst.st_ctime_ns, tst.st_ino
     rec.verified = True
 

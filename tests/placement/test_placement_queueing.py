@@ -138,3 +138,27 @@ def test_the_throughput_curve_of_the_recorded_check_and_its_picture(goal, fixtur
                                             "0 B 1.00x, ")
     png = report.write_check_png(res, tmp_path / "check.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_the_advices_ceiling_on_the_recorded_run_is_never_below_what_was_measured(goal, fixtures_dir):
+    """The bottleneck law with no fitted number (advise's "ceiling x"): for every cell of the recorded check, the
+    ceiling is not below the low end of the measured interval, moving more never lowers it, and a fresh advice
+    with --here carries one for every pick (none without --here; an advice stored before it reads back empty)."""
+    from tuner.placement import advisor
+    from tuner.placement.model import StoredAdvice
+
+    slow, fast = slow_fast(goal.new)
+    everything = [c.key for c in goal.profile.candidates]
+    for name, row in goal.rows.items():
+        ceiling = queueing.bound(goal.profile, slow, fast, everything if name == "everything" else row["keys"])
+        assert ceiling is not None and ceiling >= (row["measured_low"] or row["measured_ratio"]), (name, ceiling)
+    keys = sorted(everything)
+    ceilings = [queueing.bound(goal.profile, slow, fast, keys[:i]) for i in range(len(keys) + 1)]
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(ceilings, ceilings[1:])), ceilings
+    advice = advisor.advise(goal.profile, fast, 87 << 20, slow)
+    assert set(advice.bounds) == {"advisor", "largest tables", "redo alone", "everything"}
+    assert advice.bounds["advisor"] == pytest.approx(queueing.bound(goal.profile, slow, fast, advice.pick.keys))
+    assert advisor.advise(goal.profile, fast, 87 << 20).bounds == {}
+    old = StoredAdvice.from_dict(json.loads((fixtures_dir / "placement-goal-run" / "advice.json").read_text()))
+    assert old.advice.bounds == {}
+    assert type(old.advice).from_dict(advice.to_dict()) == advice

@@ -23,6 +23,7 @@ import numpy as np
 
 from tuner.core.errors import UsageError
 from tuner.core.units import format_size
+from tuner.placement import queueing
 from tuner.placement.model import Advice, Candidate, IoProfile, Pick, StoredAdvice, TierCost, sum_io
 from tuner.placement.pricing import saving, wait_here
 
@@ -201,10 +202,21 @@ def advise(profile: IoProfile, target: TierCost, budget: int, here: TierCost | N
     if target.volatile:
         notes.append(f"{target.mountpoint} is volatile: what is placed there needs `innotier persist` to survive "
                      "a power loss")
+    pick = _pick("advisor", rows, g, {k: c.size_bytes for k, c in by_key.items()})
+    naive = tuple(naive_picks(g, by_key, budget))
     return Advice(profile_id=profile.profile_id, tier_id=target.tier_id, budget_bytes=budget, method=method,
-                  pick=_pick("advisor", rows, g, {k: c.size_bytes for k, c in by_key.items()}),
-                  naive=tuple(naive_picks(g, by_key, budget)), curve=tuple(points), curve_method=curve_method,
-                  measured_wait=measured_wait(profile, here), gains=dict(zip(g.keys, values)), notes=tuple(notes))
+                  pick=pick, naive=naive, curve=tuple(points), curve_method=curve_method,
+                  measured_wait=measured_wait(profile, here), gains=dict(zip(g.keys, values)), notes=tuple(notes),
+                  bounds=bounds(profile, target, here, (pick, *naive)))
+
+
+def bounds(profile: IoProfile, target: TierCost, here: TierCost | None, picks) -> dict[str, float]:
+    """Each pick's most over the measured throughput by the bottleneck law (``queueing.bound``): what the files left
+    on the slow tier allow once the fast tier took the rest.  Needs the slow tier's cost (--here)."""
+    if here is None:
+        return {}
+    out = {p.name: queueing.bound(profile, here, target, p.keys) for p in picks}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def stored(advice: Advice, here: TierCost | None, now: datetime | None = None) -> StoredAdvice:

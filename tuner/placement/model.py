@@ -251,19 +251,23 @@ class Advice:
     measured_wait: float                          # all measured file wait, seconds per second
     gains: Mapping[str, float] = field(default_factory=dict)   # candidate -> predicted saving (s/s)
     notes: tuple[str, ...] = ()
+    # pick name -> the most it can buy over the measured throughput (the bottleneck law on the two tiers'
+    # capacities: ``queueing.bound``); empty without the tier the files are on now (--here)
+    bounds: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"profile_id": self.profile_id, "tier_id": self.tier_id, "budget_bytes": self.budget_bytes,
                 "method": self.method, "pick": self.pick.to_dict(), "naive": [p.to_dict() for p in self.naive],
                 "curve": [list(p) for p in self.curve], "curve_method": self.curve_method,
-                "measured_wait": self.measured_wait, "gains": dict(self.gains), "notes": list(self.notes)}
+                "measured_wait": self.measured_wait, "gains": dict(self.gains), "notes": list(self.notes),
+                "bounds": dict(self.bounds)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Advice":
         return cls(d["profile_id"], d["tier_id"], int(d["budget_bytes"]), d["method"], Pick.from_dict(d["pick"]),
                    tuple(Pick.from_dict(p) for p in d["naive"]), tuple((int(b), float(g)) for b, g in d["curve"]),
                    d["curve_method"], float(d["measured_wait"]), dict(d.get("gains") or {}),
-                   tuple(d.get("notes") or ()))
+                   tuple(d.get("notes") or ()), dict(d.get("bounds") or {}))
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,24 @@ def per_transaction(profile: IoProfile) -> dict[str, FileIo] | None:
             for name, io in profile.file_totals().items() if name in owned}
 
 
+def bound(profile: IoProfile, slow: TierCost, fast: TierCost, moved: Iterable[str]) -> float | None:
+    """The ceiling a placement meets, over the measured throughput, with no fitted number: a station busy D seconds
+    per transaction serves at most 1 / D transactions per second (the bottleneck law), whatever the clients and
+    the rest of a transaction do.  A ceiling at the measured I/O per transaction: at a higher rate InnoDB batches
+    more (the doublewrite buffer, group commit), so a little fewer writes per transaction can lift it a little
+    (the goal run's 165 MiB pick: ceiling 3.31x, measured 3.36x [3.04, 3.71]).  None without a transaction rate,
+    or when nothing is left busy."""
+    per_txn = per_transaction(profile)
+    if not per_txn:
+        return None
+    keys = set(moved)
+    owner = {f: c.key for c in profile.candidates for f in c.files}
+    busiest = max((s.demand_s for s in stations(per_txn, {f: fast if owner.get(f) in keys else slow
+                                                          for f in per_txn})), default=0.0)
+    tps = float((profile.workload.get("result") or {}).get("tpm") or 0) / 60.0
+    return 1.0 / (busiest * tps) if busiest > 0 else None
+
+
 def fit(profile: IoProfile, slow: TierCost, fast: TierCost, clients: int, everything: float) -> QueueingModel | None:
     """The model whose "everything" over "none" is the measured ``everything`` ratio (Z by bisection on a log
     scale; the ratio falls as Z grows); None when the profile has no rate or the ratio cannot be reached."""

@@ -55,11 +55,12 @@ def advice_rows(advice: Advice) -> list[dict[str, Any]]:
         share = (f"{100 * p.saving / everything.saving:.0f}%" if everything and everything.saving > 0 else "")
         out.append({"pick": p.name, "size": human_size(p.size_bytes), "saving ms/s": f"{1000 * p.saving:.2f}",
                     "95% interval": _interval(p.low, p.high), "of everything's": share,
+                    "ceiling x": f"{advice.bounds[p.name]:.2f}x" if p.name in advice.bounds else "",
                     "candidates": ", ".join(p.keys) or "(none)"})
     return out
 
 
-ADVICE_COLUMNS = ["pick", "size", "saving ms/s", "95% interval", "of everything's", "candidates"]
+ADVICE_COLUMNS = ["pick", "size", "saving ms/s", "95% interval", "of everything's", "ceiling x", "candidates"]
 
 
 def write_profile_png(profile: IoProfile, path: str | Path, top: int = 20) -> Path:

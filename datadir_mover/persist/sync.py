@@ -106,9 +106,11 @@ def _clone(conn, dest: Path) -> float:
     try:
         cur.execute(SQL_CLONE_LOCAL, (str(dest),))
     except mysql.connector.Error as exc:
-        raise TierError(f"CLONE LOCAL into {dest} failed: {' '.join(str(exc.msg or exc).split()).rstrip('.')}; the partial clone "
-                        "is removed and the current generation stands (nothing was replaced): fix the cause (room "
-                        "on the backing file system?) and sync again") from None
+        why = " ".join(str(exc.msg or exc).split()).rstrip(".")
+        fix = ("the server may not write there: its AppArmor profile needs the rule `persist install` adds, or the "
+               "directory's permissions" if "errno: 13" in why else "room on the backing file system?")
+        raise TierError(f"CLONE LOCAL into {dest} failed: {why}; the partial clone is removed and the current "
+                        f"generation stands (nothing was replaced): fix the cause ({fix}) and sync again") from None
     return time.time()
 
 

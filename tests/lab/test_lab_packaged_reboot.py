@@ -12,6 +12,7 @@ CI (the lab budget); runs with the packaged group when mysql-sid is asked for:
 
 from __future__ import annotations
 
+import shutil
 import time
 import xml.etree.ElementTree as ET
 
@@ -21,7 +22,7 @@ from datadir_mover.lab import image as lab_image
 from datadir_mover.lab import vm
 from labvm import REPO, load_average, record
 
-from test_lab_packaged import SKIP_REASON, WANTED
+from test_lab_packaged import RECORDED, SKIP_REASON, WANTED
 
 NAME = "mysql-sid"
 GUEST = "tests/lab/guest/test_in_packaged_reboot.py"
@@ -76,8 +77,11 @@ def test_mysql_on_pzram_survives_a_reboot_persisted_by_clone_under_its_profile(t
                          f"test {seconds:.0f} s")
     finally:
         vm.cleanup(run_dir)
+        recorded = run_dir / "share" / "out" / "recorded"
+        if recorded.is_dir():   # the guest's records, kept in out/lab-packaged of the checkout
+            shutil.copytree(recorded, RECORDED, dirs_exist_ok=True)
     record(f"lab {NAME} pzram reboot ({result.accelerator}, systemd): " + "; ".join(times)
            + f"; load average {load_average()}")
-    result_line = run_dir / "share" / "out" / "recorded" / "packaged-pzram-result.txt"
+    result_line = RECORDED / "packaged-pzram-result.txt"
     if result_line.exists():
         record(result_line.read_text().strip())

@@ -14,7 +14,10 @@ boot; the state between boots is a JSON file in the run share ($LAB_OUT, on the 
 2. After the reboot: the DBA's tier unit made the zram device again, the restore unit ran before mysql.service
    (systemd's timestamps), the server is active on the restored tier, still enforced, no DENIED line since
    boot, every row is back, the CLONE generation kept as the previous one; a CLONE sync in this boot passes
-   too (the rule came back with the profile at boot); then a clean power-off.
+   too (the rule came back with the profile at boot); `persist uninstall` takes the rule out and reloads the
+   profile, and the negative control: a CLONE sync without the rule is denied by the enforced profile (a
+   DENIED line naming the staging directory), fails in one line, flips nothing and leaves staging empty; then
+   a clean power-off.
 """
 
 from __future__ import annotations
@@ -272,7 +275,33 @@ def test_boot2_restored_before_mysql_enforced_every_row_then_a_clone_again():
     gen = _sync("persist sync after the reboot (the rule loaded with the profile at boot)")
     more = _commit_rows("boot2", 10)
     assert _ids() == state["ids"] + more
+    _uninstall_then_the_negative_control(state, gen)
     record("packaged-pzram-result.txt",
            f"CLONE syncs in boot 1: {state['clone_seconds']} s; after the reboot: {gen['duration_s']} s; restore "
            f"finished {(server_begins - restore_done) / 1e6:.2f} s before {UNIT} began; generation restored "
            f"{current.id} ({current.method}); rows {len(state['ids'])} back\n")
+
+
+def _uninstall_then_the_negative_control(state: dict, last: dict) -> None:
+    """`persist uninstall` takes the rule out of the local include and reloads the profile; a CLONE sync then
+    (persist.json is kept) is denied by the enforced profile, not by file permissions (the staging directory is
+    the server user's): one line, the DENIED line names the staging directory, nothing flipped, staging empty."""
+    _clear_denials()
+    gone = json.loads(cli("persist", "uninstall", "--backing", BACKING, "--json").stdout)
+    record("packaged-pzram-uninstall.json", json.dumps(gone, indent=2))
+    assert LOCAL in gone["apparmor"] and "reloaded" in gone["apparmor"], gone
+    assert "clone-staging" not in Path(LOCAL).read_text() and f"{TARGET}/** rwk," in Path(LOCAL).read_text()
+    assert len(gone["removed"]) == 3 and not Path(BACKING, clone_staging.STAGING).exists()
+    assert _denials() == [], _denials()
+    pointer = Path(BACKING, "current.json").read_text()
+    _clear_denials()
+    failed = cli("persist", "sync", "--backing", BACKING, check=False)
+    denied = [ln for ln in _denials() if "clone-staging" in ln]
+    lines = [ln for ln in failed.stderr.strip().splitlines() if "as the server's user, for generation" not in ln]
+    record("packaged-pzram-denied.txt", failed.stderr + "\n" + "\n".join(_denials()) + "\n")
+    assert failed.returncode != 0 and len(lines) == 1 and "CLONE LOCAL into" in lines[0], failed.stderr
+    assert denied and all('profile="/usr/sbin/mysqld"' in ln for ln in denied), _denials()
+    assert Path(BACKING, "current.json").read_text() == pointer and persist.current(BACKING).id == last["id"]
+    assert os.listdir(Path(BACKING, clone_staging.STAGING)) == []
+    assert not [p for p in os.listdir(Path(BACKING, "generations")) if p.startswith(".")]
+    assert sh("systemctl", "is-active", UNIT).stdout.strip() == "active" and _confinement() == CONFINEMENT

@@ -5,6 +5,7 @@ after), as Debian's mysql.service runs as ``mysql``: its CLONE can only write wh
 
 - a sync goes through ``<backing>/clone-staging`` (the user's, 0700): the generation is root's (directories
   0700, files 0600), the staging directory is empty after, the copy restores and the server starts on it;
+- a backing directory of the DBA's that the server's user cannot pass: install refuses in one line, nothing made;
 - the fault: CLONE fails midway (the backing file system runs out of inodes after the clone's first files):
   one line, no generation flipped, the current one byte for byte as it was, the staging directory empty;
 - the fault: links the server's user plants (in the clone, in place of the clone, left in the staging
@@ -168,6 +169,13 @@ def test_a_clone_by_the_servers_own_user_goes_through_staging_and_becomes_roots(
 @pytest.mark.root
 def test_a_clone_that_fails_midway_flips_nothing_and_leaves_staging_empty(box, cli, tmp_path):
     sb, tier, backing_fs = box
+    closed = os.path.join(backing_fs, "bk-closed")      # the DBA's own, 0700 root: the server's user cannot pass
+    os.mkdir(closed, 0o700)
+    r = cli("persist", "install", "--sandbox", sb.name, "--tier", tier, "--backing", closed, "--unit-dir",
+            str(tmp_path / "closed-units"))
+    assert r.returncode == 6 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"cannot pass {closed} (mode 0700" in r.stderr and f"chmod o+x {closed}" in r.stderr, r.stderr
+    assert os.listdir(closed) == [] and not (tmp_path / "closed-units").exists()
     backing = os.path.join(backing_fs, "bk-fault")
     cli("persist", "install", "--sandbox", sb.name, "--tier", tier, "--backing", backing, "--unit-dir",
         str(tmp_path / "units"), "--first-sync", check=True)

@@ -76,6 +76,7 @@ def prepare(backing: str, uid: int, gid: int) -> Path:
     except FileExistsError:
         pass
     with safe_fs.Tree(staging, follow_root=False) as tree:   # in root's backing: only root names it
+        tree.set_owner_and_mode(0, 0, 0o700)   # root's while it is emptied: the user adds nothing meanwhile
         _empty(tree)
         tree.set_owner_and_mode(uid, gid, 0o700)
     return staging
@@ -101,6 +102,7 @@ def remove_staging(backing: str) -> None:
     if not staging.is_dir():
         return
     with safe_fs.Tree(staging, follow_root=False) as tree:
+        tree.set_owner_and_mode(0, 0, 0o700)
         _empty(tree)
     os.rmdir(staging)
 
@@ -111,7 +113,8 @@ def _empty(tree: safe_fs.Tree) -> None:
 
 
 def _remove(tree: safe_fs.Tree, rel: str) -> None:
-    """``rel`` and everything below it, deepest first, each relative to a directory opened without a link."""
+    """``rel`` and everything below it, deepest first, each relative to a directory opened without a link and
+    made root's before it is listed (the server's user can add nothing to it while it goes)."""
     try:
         st = tree.lstat(rel)
     except FileNotFoundError:
@@ -128,6 +131,7 @@ def _remove(tree: safe_fs.Tree, rel: str) -> None:
 
 
 def _below(tree: safe_fs.Tree, rel: str) -> list[str]:
+    tree.set_owner_and_mode(0, 0, 0o700, rel)
     out = []
     for name in os.listdir(tree.dir_fd(rel)):
         sub = f"{rel}/{name}"

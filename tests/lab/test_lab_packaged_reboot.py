@@ -1,10 +1,11 @@
 """Opt-in: Debian's MySQL 9.7 (mysql-sid packaged host) on a PZRAM tier, persisted by CLONE under the AppArmor
-profile the package ships, across a real reboot: one machine booted twice (tests/lab/guest/test_in_packaged_reboot.py
-says what each boot proves).
+profile the package ships, across a real reboot and a power cut: one machine booted three times
+(tests/lab/guest/test_in_packaged_reboot.py says what each boot proves).
 
 Boot 1 ends with `systemctl reboot` (the whole shutdown, the sync at shutdown included; qemu runs with
--no-reboot, so it exits at the kernel's restart and this side boots the same disks again), boot 2 with a clean
-power-off.  The image is the mysql-sid one tests/lab/test_lab_packaged.py builds (cached per machine).  Not in
+-no-reboot, so it exits at the kernel's restart and this side boots the same disks again), boot 2 with a power
+cut (qemu SIGKILLed at the done mark: no shutdown, so the last CLONE generation is what comes back), boot 3 with
+a clean power-off.  The image is the mysql-sid one tests/lab/test_lab_packaged.py builds (cached per machine).  Not in
 CI (the lab budget); runs with the packaged group when mysql-sid is asked for:
 
     INNOTIER_LAB_PACKAGED=mysql-sid .venv/bin/python -m pytest -q -rs tests/lab/test_lab_packaged_reboot.py
@@ -27,7 +28,8 @@ from test_lab_packaged import RECORDED, SKIP_REASON, WANTED
 NAME = "mysql-sid"
 GUEST = "tests/lab/guest/test_in_packaged_reboot.py"
 BOOTS = (("test_boot1_mysql_on_zram_persisted_by_clone_under_its_profile_then_reboot", "reboot"),
-         ("test_boot2_restored_before_mysql_enforced_every_row_then_a_clone_again", "poweroff"))
+         ("test_boot2_restored_before_mysql_every_row_then_a_clone_and_a_power_cut", "cut"),
+         ("test_boot3_after_the_power_cut_the_clone_exactly_then_uninstall_and_the_negative_control", "poweroff"))
 KERNEL_SAYS = {"reboot": "reboot: Restarting system", "poweroff": "reboot: Power down"}
 BACKING_DISK = 1 << 30    # /dev/vdb: two generations of the package's datadir and one being written
 
@@ -48,8 +50,8 @@ def _passed(junit) -> float:
 @pytest.mark.lab
 @pytest.mark.slow
 @pytest.mark.root
-@pytest.mark.timeout(5400)   # each boot's own limit (1800 s) ends a hung one first
-def test_mysql_on_pzram_survives_a_reboot_persisted_by_clone_under_its_profile(tmp_path):
+@pytest.mark.timeout(7200)   # each boot's own limit (1800 s) ends a hung one first
+def test_mysql_on_pzram_survives_a_reboot_and_a_power_cut_persisted_by_clone_under_its_profile(tmp_path):
     if WANTED != "1" and NAME not in WANTED.split(","):
         pytest.skip(SKIP_REASON)
     blockers = lab_image.host_blockers()
@@ -72,7 +74,11 @@ def test_mysql_on_pzram_survives_a_reboot_persisted_by_clone_under_its_profile(t
             assert not result.timed_out, "time limit hit; console tail:\n" + "\n".join(result.console_tail)
             assert result.exit_code == 0, f"boot {boot} ({test}) failed:\n{result.output[-6000:]}"
             seconds = _passed(out / f"junit-{boot}.xml")
-            assert KERNEL_SAYS[end] in console, "\n".join(result.console_tail)
+            if end == "cut":
+                assert result.cut_after_done_seconds is not None
+                assert not any(k in console for k in KERNEL_SAYS.values()), "the guest shut down before the cut"
+            else:
+                assert KERNEL_SAYS[end] in console, "\n".join(result.console_tail)
             times.append(f"boot {boot} ({end}): up {result.boot_seconds} s, total {result.total_seconds} s, "
                          f"test {seconds:.0f} s")
     finally:

@@ -1,7 +1,7 @@
-"""Inside the mysql-sid packaged lab host, over two boots of the same machine: Debian's MySQL 9.7 on a PZRAM tier,
-persisted by CLONE under the AppArmor profile the package ships, across a real reboot.
+"""Inside the mysql-sid packaged lab host, over three boots of the same machine: Debian's MySQL 9.7 on a PZRAM tier,
+persisted by CLONE under the AppArmor profile the package ships, across a real reboot and a power cut.
 
-The host side (tests/lab/test_lab_packaged_reboot.py) boots the same disks twice and runs one test here per
+The host side (tests/lab/test_lab_packaged_reboot.py) boots the same disks three times and runs one test here per
 boot; the state between boots is a JSON file in the run share ($LAB_OUT, on the host).
 
 1. `mysql.service` (sid's mysql-server, confined by /etc/apparmor.d/usr.sbin.mysqld, enforced) moved with
@@ -14,10 +14,11 @@ boot; the state between boots is a JSON file in the run share ($LAB_OUT, on the 
 2. After the reboot: the DBA's tier unit made the zram device again, the restore unit ran before mysql.service
    (systemd's timestamps), the server is active on the restored tier, still enforced, no DENIED line since
    boot, every row is back, the CLONE generation kept as the previous one; a CLONE sync in this boot passes
-   too (the rule came back with the profile at boot); `persist uninstall` takes the rule out and reloads the
-   profile, and the negative control: a CLONE sync without the rule is denied by the enforced profile (a
-   DENIED line naming the staging directory), fails in one line, flips nothing and leaves staging empty; then
-   a clean power-off.
+   too (the rule came back with the profile at boot); rows after it; then a power cut (qemu killed).
+3. After the cut: the restore brought back that CLONE generation exactly (its rows, none of those after it),
+   before the server, enforced, no DENIED line; `persist uninstall` takes the rule out and reloads the profile,
+   and the negative control: a CLONE sync without the rule is denied by the enforced profile (a DENIED line
+   naming the staging directory), fails in one line, flips nothing and leaves staging empty; a clean power-off.
 """
 
 from __future__ import annotations
@@ -254,32 +255,54 @@ def test_boot1_mysql_on_zram_persisted_by_clone_under_its_profile_then_reboot():
 
 # ---- boot 2 -----------------------------------------------------------------------------------------
 
-def test_boot2_restored_before_mysql_enforced_every_row_then_a_clone_again():
-    state = _state()["boot1"]
+def _restored_before_the_server(boot: str) -> tuple[persist.Generation, str]:
+    """The tier unit, then the restore unit, finished before mysql.service began (systemd's own timestamps), the
+    server on the restored tier, enforced, no DENIED line since boot; the generation restored and the line."""
     restore_done = _unit_time(RESTORE_UNIT, "ActiveEnterTimestampMonotonic")
     tier_done = _unit_time(TIER_UNIT, "ActiveEnterTimestampMonotonic")
     server_begins = _unit_time(UNIT, "InactiveExitTimestampMonotonic")
     server_ready = _unit_time(UNIT, "ActiveEnterTimestampMonotonic")
     journal = sh("journalctl", "-b", "-o", "short-monotonic", "--no-pager", "-u", TIER_UNIT, "-u", RESTORE_UNIT,
                  "-u", UNIT).stdout
-    record("packaged-pzram-boot2-journal.txt", journal)
+    record(f"packaged-pzram-{boot}-journal.txt", journal)
     assert 0 < tier_done <= restore_done < server_begins < server_ready, (tier_done, restore_done, server_begins)
     restored = [ln for ln in journal.splitlines() if "restored generation" in ln]
     assert len(restored) == 1, journal
     _on_the_tier()                       # active, on zram, enforced, no DENIED line since boot
-    assert _ids() == state["ids"]        # every row: the last 50 through the sync at shutdown
     current = persist.current(BACKING)
-    assert restored[0].find(current.id) >= 0 and current.method == persist.OFFLINE_METHOD, (restored, current)
+    assert current.id in restored[0], (restored, current)
+    return current, f"restore finished {(server_begins - restore_done) / 1e6:.2f} s before {UNIT} began"
+
+
+def test_boot2_restored_before_mysql_every_row_then_a_clone_and_a_power_cut():
+    state = _state()["boot1"]
+    current, order = _restored_before_the_server("boot2")
+    assert _ids() == state["ids"]        # every row: the last 50 through the sync at shutdown
+    assert current.method == persist.OFFLINE_METHOD, current
     previous = Path(BACKING, "generations", state["timer_generation"])
     assert (previous / "COMPLETE").is_file()    # the timer unit's CLONE, kept one more round
     gen = _sync("persist sync after the reboot (the rule loaded with the profile at boot)")
-    more = _commit_rows("boot2", 10)
-    assert _ids() == state["ids"] + more
-    _uninstall_then_the_negative_control(state, gen)
+    lost = _commit_rows("after-the-last-clone", 10)   # the power cut comes next: no sync at shutdown keeps these
+    _save(boot2={"ids": _ids(), "clone": gen["id"], "clone_seconds": gen["duration_s"], "lost": lost, "order": order})
+
+
+# ---- boot 3 -----------------------------------------------------------------------------------------
+
+def test_boot3_after_the_power_cut_the_clone_exactly_then_uninstall_and_the_negative_control():
+    state = _state()
+    current, order = _restored_before_the_server("boot3")
+    assert current.id == state["boot2"]["clone"] and current.method == "clone", current   # the CLONE itself
+    ids = _ids()
+    assert ids == [i for i in state["boot2"]["ids"] if i not in state["boot2"]["lost"]]
+    assert ids == state["boot1"]["ids"] and not set(state["boot2"]["lost"]) & set(ids)
+    last = _sync("persist sync after the power cut")
+    _uninstall_then_the_negative_control(state, last)
     record("packaged-pzram-result.txt",
-           f"CLONE syncs in boot 1: {state['clone_seconds']} s; after the reboot: {gen['duration_s']} s; restore "
-           f"finished {(server_begins - restore_done) / 1e6:.2f} s before {UNIT} began; generation restored "
-           f"{current.id} ({current.method}); rows {len(state['ids'])} back\n")
+           f"CLONE syncs in boot 1: {state['boot1']['clone_seconds']} s, boot 2: {state['boot2']['clone_seconds']} s, "
+           f"boot 3: {last['duration_s']} s; boot 2 (after the reboot): {state['boot2']['order']}, the stop's offline "
+           f"copy restored, rows {len(state['boot1']['ids'])} back; boot 3 (after the power cut): {order}, CLONE "
+           f"generation {current.id} restored exactly ({len(ids)} rows, the {len(state['boot2']['lost'])} after it "
+           "gone)\n")
 
 
 def _uninstall_then_the_negative_control(state: dict, last: dict) -> None:

@@ -258,14 +258,15 @@ def test_boot1_mysql_on_zram_persisted_by_clone_under_its_profile_then_reboot():
 def _restored_before_the_server(boot: str) -> tuple[persist.Generation, str]:
     """The tier unit, then the restore unit, finished before mysql.service began (systemd's own timestamps), the
     server on the restored tier, enforced, no DENIED line since boot; the generation restored and the line."""
+    journal = sh("journalctl", "-b", "-o", "short-monotonic", "--no-pager", "-u", TIER_UNIT, "-u", RESTORE_UNIT,
+                 "-u", UNIT).stdout
+    record(f"packaged-pzram-{boot}-journal.txt", journal)   # first: what a failed boot's units said
     restore_done = _unit_time(RESTORE_UNIT, "ActiveEnterTimestampMonotonic")
     tier_done = _unit_time(TIER_UNIT, "ActiveEnterTimestampMonotonic")
     server_begins = _unit_time(UNIT, "InactiveExitTimestampMonotonic")
     server_ready = _unit_time(UNIT, "ActiveEnterTimestampMonotonic")
-    journal = sh("journalctl", "-b", "-o", "short-monotonic", "--no-pager", "-u", TIER_UNIT, "-u", RESTORE_UNIT,
-                 "-u", UNIT).stdout
-    record(f"packaged-pzram-{boot}-journal.txt", journal)
-    assert 0 < tier_done <= restore_done < server_begins < server_ready, (tier_done, restore_done, server_begins)
+    assert 0 < tier_done <= restore_done < server_begins < server_ready, (tier_done, restore_done, server_begins,
+                                                                          journal[-3000:])
     restored = [ln for ln in journal.splitlines() if "restored generation" in ln]
     assert len(restored) == 1, journal
     _on_the_tier()                       # active, on zram, enforced, no DENIED line since boot

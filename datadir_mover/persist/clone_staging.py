@@ -14,7 +14,7 @@ a link (``safe_fs.Tree``) *before* it is listed, so what it lists can no longer 
 with ``O_NOFOLLOW``, must be a regular file with one link, and is made root's, 0600, on that descriptor.  A
 link, a device, a FIFO or a hard-linked file in a clone is refused (a CLONE writes none); nothing is followed.
 
-A CLONE that failed (the file system full, the server killed) leaves a partial directory: it is removed, as
+A CLONE that failed (the file system full, a denial, the server killed) leaves a partial directory: it is removed, as
 anything an earlier crash left in the staging directory, each entry relative to a checked directory (a link is
 removed, never followed).  The current generation is never touched.
 """

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
 import sys
+from pathlib import Path
 
 from tuner.core.units import format_duration
 from tuner.core.cliutil import add_connection_args, connection_from_args, print_json
 from tuner.core.errors import UsageError
 from datadir_mover import persist
+from datadir_mover.persist import clone_staging, confinement
+from datadir_mover.persist.config import write_config
 from datadir_mover.move.control import systemd_is_pid1
 
 ABOUT = ("A volatile tier (tmpfs, ramfs, zram) loses everything on a power loss. persist keeps consistent copies "
@@ -31,6 +36,13 @@ def register(sub) -> None:
     i.add_argument("--json", action="store_true")
     add_connection_args(i)
     i.set_defaults(func=cmd_install)
+
+    u = s.add_parser("uninstall", help="remove the units and the AppArmor rule install added (the copies are kept)",
+                     description=ABOUT)
+    u.add_argument("--backing", required=True, metavar="DIR")
+    u.add_argument("--unit-dir", default="/etc/systemd/system", help="where install wrote the units")
+    u.add_argument("--json", action="store_true")
+    u.set_defaults(func=cmd_uninstall)
 
     y = s.add_parser("sync", help="take a consistent copy now into a new generation and flip `current` to it")
     y.add_argument("--backing", required=True, metavar="DIR")
@@ -67,16 +79,20 @@ def cmd_install(args) -> int:
     units = persist.render_units(cfg)
     persist.verify_units(units)
     commands = persist.enable_commands(units)
+    change = confinement.plan(cfg)    # a refusal here changes nothing
+    if cfg.method == "clone" and Path(cfg.backing).is_dir():   # one install makes is 0711 (persist.config)
+        clone_staging.require_reachable(cfg.backing, *clone_staging.server_owner(cfg.locations.datadir))
+    cfg = dataclasses.replace(cfg, apparmor=change.to_dict() if change and change.action != "none" else None)
     result = {"units": units if args.dry_run else None, "unit_dir": args.unit_dir, "written": [],
+              "apparmor": confinement.describe(change),
               "rpo_statement": (f"a power loss loses at most the last {format_duration(cfg.interval_s, compact=True)} of "
                                 "commits plus the duration of one sync"),
               "commands": commands, "verified_with": "systemd-analyze verify"}
     if not args.dry_run:
         persist.save_config(cfg, spec)
+        confinement.apply(change)
         result["written"] = persist.install_units(units, args.unit_dir)
         if systemd_is_pid1() and args.unit_dir == "/etc/systemd/system":
-            import subprocess
-
             for c in commands:
                 subprocess.run(c.split(), check=True, timeout=120)
             result["enabled"] = True
@@ -94,11 +110,46 @@ def cmd_install(args) -> int:
     for path in result["written"]:
         print(f"wrote {path}")
     print("units verified with systemd-analyze verify")
+    print(result["apparmor"])
     if not result.get("enabled"):
         print("systemd is not managing this host (or --unit-dir is not /etc/systemd/system); enable them with:")
         for c in commands:
             print(f"  {c}")
     print(f"recovery point: {result['rpo_statement']}")
+    return 0
+
+
+def cmd_uninstall(args) -> int:
+    """The units and the AppArmor rule go; the backing directory and its generations stay (they are the data)."""
+    cfg = persist.load_config(args.backing)
+    units = persist.render_units(cfg)
+    commands = persist.disable_commands(units)
+    managed = systemd_is_pid1() and args.unit_dir == "/etc/systemd/system"
+    if managed:
+        for c in commands:
+            subprocess.run(c.split(), check=False, timeout=120)   # a unit already gone is fine
+    removed = persist.remove_units(units, args.unit_dir)
+    if managed:
+        subprocess.run(["systemctl", "daemon-reload"], check=True, timeout=120)
+    change = confinement.recorded(cfg)
+    confinement.remove(change)
+    clone_staging.remove_staging(cfg.backing)
+    write_config(dataclasses.replace(cfg, apparmor=None))
+    result = {"removed": removed, "disabled": managed, "commands": commands,
+              "apparmor": (f"AppArmor: removed block {change.move_id} from {change.local_path}"
+                           + ("; the profile was reloaded" if change.action == "apply" else ""))
+              if change else "AppArmor: nothing install added", "kept": cfg.backing}
+    if args.json:
+        print_json(result)
+        return 0
+    for path in removed:
+        print(f"removed {path}")
+    if not managed:
+        print("systemd is not managing this host (or --unit-dir is not /etc/systemd/system); disable them with:")
+        for c in commands:
+            print(f"  {c}")
+    print(result["apparmor"])
+    print(f"the copies in {cfg.backing} are kept")
     return 0
 
 

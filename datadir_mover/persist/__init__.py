@@ -12,6 +12,8 @@ Modules, by what they hold:
     server_process  running / stopped / crashed, by the server's process (pid file, unit MainPID)
     generations     the generations on disk: seal, flip, prune, the ``current.json`` pointer
     sync            one consistent copy into a new generation; the sync at shutdown
+    clone_staging   where the server's user writes a CLONE, and root's take-over of it (no link followed)
+    confinement     the AppArmor rule for that staging directory (install adds it, uninstall removes it)
     missed_sync     the record of a sync at shutdown that did not happen (restore refuses a silent loss)
     restore         all locations from one generation, staged, checked, swapped
     status          the last copy's age and the RPO
@@ -23,6 +25,7 @@ Layout of the backing directory (on persistent storage)::
     client.cnf                0600 [client] credentials for mariadb-backup (system servers; never argv)
     generations/<id>/data/    one consistent copy, prepared (a datadir mariadb-backup layout)
     generations/<id>/manifest.json, COMPLETE
+    clone-staging/<id>/       a CLONE being written by the server's user (mode 0700, its own; empty between syncs)
     current.json              the pointer: which generation is the last complete one (atomic flip)
     sync-failed.json          the sync at the last shutdown did not happen (see missed_sync)
 
@@ -41,9 +44,10 @@ from datadir_mover.persist.server_process import ServerState
 from datadir_mover.persist.server_process import state as server_state
 from datadir_mover.persist.status import status
 from datadir_mover.persist.sync import sync, sync_at_shutdown
-from datadir_mover.persist.units import enable_commands, innotier_exe, install_units, render_units, unit_slug, verify_units
+from datadir_mover.persist.units import (disable_commands, enable_commands, innotier_exe, install_units, remove_units,
+                                         render_units, unit_slug, verify_units)
 
 __all__ = ["OFFLINE_METHOD", "Generation", "Locations", "PersistConfig", "ServerState", "configure", "current",
-           "enable_commands", "innotier_exe", "install_units", "load_config", "parse_interval", "render_units",
+           "disable_commands", "enable_commands", "innotier_exe", "install_units", "load_config", "parse_interval", "remove_units", "render_units",
            "require_tier_mounted", "restore", "restore_needed", "save_config", "server_state", "status", "sync",
            "sync_at_shutdown", "unit_slug", "verify_units"]

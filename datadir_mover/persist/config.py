@@ -48,6 +48,9 @@ class PersistConfig:
     locations: Locations  # as last seen (install, then every sync); restore re-reads the server's config
     method: str  # mariadb-backup, xtrabackup, clone
     created_at: float = field(default_factory=time.time)
+    # the AppArmor change install made for a CLONE (persist.confinement; AppArmorChange.to_dict), which
+    # uninstall removes; None: none made (older configs too)
+    apparmor: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,11 +141,14 @@ def configure(spec: ConnectionSpec, tier: str, backing: str, interval: str, serv
 
 def save_config(cfg: PersistConfig, spec: ConnectionSpec) -> None:
     """Write the backing directory's config (and a 0600 client.cnf for a system server).  A backing directory
-    the DBA made is left with the owner and mode they gave it; one made here is 0700."""
+    the DBA made is left with the owner and mode they gave it; one made here is 0700 (0711 for a CLONE, which
+    the server's user writes into the backing's clone-staging directory: persist.clone_staging)."""
     root = Path(cfg.backing)
     if not root.is_dir():
-        root.mkdir(parents=True, mode=0o700)
-        os.chmod(root, 0o700)   # ours, just made: the umask must not widen it
+        # ours, just made: the umask must not widen it (0711: search only, for the server's user; nothing listed)
+        mode = 0o711 if cfg.method == "clone" else 0o700
+        root.mkdir(parents=True, mode=mode)
+        os.chmod(root, mode)
     (root / "generations").mkdir(mode=0o700, exist_ok=True)
     if not cfg.server.get("sandbox") and spec.password:
         lines = ["[client]", f"user={spec.user}", f"password={spec.password}"]

@@ -22,6 +22,7 @@ from tuner.core.sandbox import Sandbox, SandboxState
 from tuner.core.sandbox.process import pid_alive, read_pid
 from tuner.core.system_server import unit_of_pid
 
+from datadir_mover.move import control
 from datadir_mover.move.control import systemd_is_pid1
 
 SERVER_BINARIES = ("mariadbd", "mysqld")
@@ -84,6 +85,16 @@ def identify(model: ServerModel) -> dict[str, Any]:
             if unit := _main_unit_of(pid):
                 out["unit"] = unit
     return out
+
+
+def server_binary(server: dict[str, Any]) -> str | None:
+    """The running server's executable as the kernel resolved it (what an AppArmor profile attaches to, read as
+    the mover reads it); None when it does not run (then the flavor's usual binaries are tried)."""
+    if server.get("sandbox"):
+        pid = Sandbox.load(server["sandbox"]).running_pid()
+    else:
+        pid = read_pid(Path(server["pid_file"])) if server.get("pid_file") else None
+    return control.server_binary(pid) if pid and runs_server(pid) else None
 
 
 def state(server: dict[str, Any], unit: str | None) -> ServerState:

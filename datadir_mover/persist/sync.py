@@ -26,11 +26,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import mysql.connector
+
 from tuner.core.errors import InnotierError, TierError
 from tuner.core.server import ConnectionSpec
 
 from datadir_mover.move.copy import FileRecord, copy_tree, walk
-from datadir_mover.persist import locations, missed_sync, server_process
+from datadir_mover.move.copy import safe_fs
+from datadir_mover.persist import clone_staging, locations, missed_sync, server_process
 from datadir_mover.persist.config import PersistConfig, load_config, write_config
 from datadir_mover.persist.generations import (OFFLINE_METHOD, Generation, current, flip, generations_dir, lock,
                                                new_id, seal, start)
@@ -100,18 +103,38 @@ def _clone(conn, dest: Path) -> float:
     if tables:
         raise TierError(f"CLONE copies InnoDB tables only and these would come back empty: {', '.join(tables)}; "
                         "convert them (ALTER TABLE ... ENGINE=InnoDB) or install xtrabackup; nothing was copied")
-    cur.execute(SQL_CLONE_LOCAL, (str(dest),))
+    try:
+        cur.execute(SQL_CLONE_LOCAL, (str(dest),))
+    except mysql.connector.Error as exc:
+        why = " ".join(str(exc.msg or exc).split()).rstrip(".")
+        fix = ("the server may not write there: its AppArmor profile needs the rule `persist install` adds, or the "
+               "directory's permissions" if "errno: 13" in why else "room on the backing file system?")
+        raise TierError(f"CLONE LOCAL into {dest} failed: {why}; the partial clone is removed and the current "
+                        f"generation stands (nothing was replaced): fix the cause ({fix}) and sync again") from None
     return time.time()
 
 
-def _backup_online(cfg: PersistConfig, loc: Locations, spec: ConnectionSpec, dest: Path) -> float:
-    if cfg.method in ("mariadb-backup", "xtrabackup"):
-        return _backup_tool(cfg.method, loc, spec, dest)
+def _clone_staged(cfg: PersistConfig, loc: Locations, spec: ConnectionSpec, gen_id: str, dest: Path) -> float:
+    """CLONE as the server's user into the staging directory, then root takes the clone over as ``dest``
+    (clone_staging); a failed clone is removed by the caller (``clone_staging.discard``)."""
+    uid, gid = clone_staging.server_owner(loc.datadir)
+    clone_staging.prepare(cfg.backing, uid, gid)
     conn = spec.connect()
     try:
-        return _clone(conn, dest)
+        finished = _clone(conn, clone_staging.clone_dir(cfg.backing, gen_id))
     finally:
         conn.close()
+    try:
+        clone_staging.take_over(cfg.backing, gen_id, dest)
+    except safe_fs.UnsafePath as exc:
+        raise TierError(f"{exc}; nothing was replaced") from None
+    return finished
+
+
+def _backup_online(cfg: PersistConfig, loc: Locations, spec: ConnectionSpec, gen_id: str, dest: Path) -> float:
+    if cfg.method in ("mariadb-backup", "xtrabackup"):
+        return _backup_tool(cfg.method, loc, spec, dest)
+    return _clone_staged(cfg, loc, spec, gen_id, dest)
 
 
 def _copy_offline(loc: Locations, dest: Path) -> dict[str, FileRecord]:
@@ -177,8 +200,9 @@ def _take(cfg: PersistConfig, loc: Locations, spec: ConnectionSpec | None, echo:
             copied = _copy_offline(loc, tmp / "data")
             finished, method = time.time(), OFFLINE_METHOD
         else:
-            echo(f"{cfg.method} --backup and --prepare into generation {gen_id}")
-            finished, method = _backup_online(cfg, loc, spec, tmp / "data"), cfg.method
+            echo(f"CLONE LOCAL into {clone_staging.clone_dir(cfg.backing, gen_id)}, as the server's user, for generation "
+                 f"{gen_id}" if cfg.method == "clone" else f"{cfg.method} --backup and --prepare into generation {gen_id}")
+            finished, method = _backup_online(cfg, loc, spec, gen_id, tmp / "data"), cfg.method
         files, nbytes = seal(tmp, copied)
         gen = Generation(gen_id, str(generations_dir(cfg.backing) / gen_id), method, t0, finished,
                          round(time.time() - t0, 3), nbytes, files)   # the whole sync: what the RPO adds
@@ -190,6 +214,8 @@ def _take(cfg: PersistConfig, loc: Locations, spec: ConnectionSpec | None, echo:
     finally:
         if tmp.exists():    # failed: what it wrote is no copy; its space goes back to the backing
             shutil.rmtree(tmp, ignore_errors=True)
+        if spec is not None and cfg.method == "clone":   # a failed CLONE's partial directory, the server user's
+            clone_staging.discard(cfg.backing, gen_id)
 
 
 def sync_at_shutdown(backing: str, echo: Callable[[str], None] = lambda s: None) -> Generation | None:

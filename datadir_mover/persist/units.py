@@ -113,3 +113,21 @@ def enable_commands(units: dict[str, str]) -> list[str]:
     timer = next(n for n in units if n.endswith(".timer"))
     return ["systemctl daemon-reload", f"systemctl enable {restore_unit}", f"systemctl enable --now {timer}",
             f"systemctl start {restore_unit}"]
+
+
+def disable_commands(units: dict[str, str]) -> list[str]:
+    """What `persist uninstall` runs: the timer stopped and disabled, the restore unit disabled (not stopped: its
+    ExecStop is the sync at shutdown, which the running server would refuse and record as missed)."""
+    restore_unit = next(n for n in units if n.startswith("innotier-persist-") and "-sync-" not in n)
+    timer = next(n for n in units if n.endswith(".timer"))
+    return [f"systemctl disable --now {timer}", f"systemctl disable {restore_unit}"]
+
+
+def remove_units(units: dict[str, str], unit_dir: str) -> list[str]:
+    removed = []
+    for name in sorted(units):
+        p = Path(unit_dir, name)
+        if p.is_file():
+            p.unlink()
+            removed.append(str(p))
+    return removed

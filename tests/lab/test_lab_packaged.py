@@ -7,8 +7,9 @@ server; its guest also moves the datadir under /home through the unit's drop-in,
 (datadir_mover/lab/packaged_host.py).  Not run by default (the CI lab budget): INNOTIER_LAB_PACKAGED=1 runs
 all three, INNOTIER_LAB_PACKAGED=mariadb-trixie one (a comma list several; INNOTIER_LAB_SID, its older name,
 still works); each builds its image once per machine (cached like the standard image) and boots it once with
-systemd as PID 1 to run tests/lab/guest/test_in_packaged_host.py.  docs/production-server.md has what the runs
-showed and what CI would pay.
+systemd as PID 1 to run tests/lab/guest/test_in_packaged_host.py.  mysql-sid's PZRAM reboot (CLONE under its
+profile) is tests/lab/test_lab_packaged_reboot.py, selected by the same variable.  docs/production-server.md has
+what the runs showed and what CI would pay.
 
     INNOTIER_LAB_PACKAGED=mariadb-trixie .venv/bin/python -m pytest -q -rs tests/lab/test_lab_packaged.py
 """

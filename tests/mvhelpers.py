@@ -10,8 +10,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -191,3 +194,21 @@ class PendingCommit:
             return wait_for(lambda: (s := waiting_commits.read(watcher)).count >= 1 and s, 20, "the commit waits on the block")
         finally:
             watcher.close()
+
+
+@contextlib.contextmanager
+def system_user(name: str):
+    """A real unprivileged system user (made for the test unless it exists, removed after): its pwd entry."""
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        raise RuntimeError("this test needs root and useradd (CI runs as root)")
+    made = False
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+        made = True
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        if made:
+            subprocess.run(["userdel", name], check=False)

@@ -41,6 +41,33 @@ LAB_CPUS = 1
 ALONE_CPUS = 2
 
 
+# the kernel's last console line for each clean end of a boot (a cut has neither)
+KERNEL_SAYS = {"reboot": "reboot: Restarting system", "poweroff": "reboot: Power down"}
+
+
+def passed(junit: Path, tests: int = 1) -> float:
+    """The seconds of a guest pytest session whose junit file says ``tests`` tests ran and passed."""
+    suite = ET.parse(junit).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+    assert counts == {"tests": tests, "failures": 0, "errors": 0, "skipped": 0}, (junit.name, counts)
+    return sum(float(c.get("time", 0)) for c in suite.iter("testcase"))
+
+
+def check_boot(result, run_dir: Path, boot: int, test: str, end: str) -> Path:
+    """A boot of a reboot test ended as asked (in time, its test passed, the kernel's restart or power-down line,
+    or a cut with neither); the guest's out directory."""
+    console = (run_dir / "console.log").read_text(errors="replace")
+    assert not result.timed_out, "time limit hit; console tail:\n" + "\n".join(result.console_tail)
+    assert result.exit_code == 0, f"boot {boot} ({test}) failed:\n{result.output[-6000:]}"
+    if end == "cut":
+        assert result.cut_after_done_seconds is not None
+        assert not any(k in console for k in KERNEL_SAYS.values()), "the guest shut down before the cut"
+    else:
+        assert KERNEL_SAYS[end] in console, "\n".join(result.console_tail)
+    return run_dir / "share" / "out"
+
+
 def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 

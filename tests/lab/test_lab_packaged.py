@@ -38,6 +38,15 @@ GUEST_TESTS = 6
 RECORDED = REPO / "out" / "lab-packaged"
 
 
+def skip_unless_wanted(name: str) -> None:
+    """Skip unless INNOTIER_LAB_PACKAGED asks for this host and the lab image can be built here."""
+    if WANTED != "1" and name not in WANTED.split(","):
+        pytest.skip(SKIP_REASON)
+    blockers = lab_image.host_blockers()
+    if blockers:
+        pytest.skip("the lab image cannot be built here: " + "; ".join(blockers))
+
+
 def expected_skips(server: packaged_host.PackagedServer) -> int:
     """The guest tests that do not apply to a host: the AppArmor negative control where nothing confines the
     server; the move under /home and its control on the hosts not in packaged_host.HOME_MOVES."""
@@ -107,11 +116,7 @@ def test_the_trixie_image_keeps_the_empty_stub_and_refuses_a_stub_with_rules(tmp
 @pytest.mark.timeout(7200)
 @pytest.mark.parametrize("name", sorted(packaged_host.SERVERS))
 def test_the_package_moves_onto_dax_under_its_shipped_profile_and_back(name, tmp_path):
-    if WANTED != "1" and name not in WANTED.split(","):
-        pytest.skip(SKIP_REASON)
-    blockers = lab_image.host_blockers()
-    if blockers:
-        pytest.skip("the lab image cannot be built here: " + "; ".join(blockers))
+    skip_unless_wanted(name)
     t0 = time.monotonic()
     server = packaged_host.get(name)
     img = lab_image.build(lab_image.packaged_spec(REPO, name), REPO,

@@ -15,22 +15,20 @@ from __future__ import annotations
 
 import shutil
 import time
-import xml.etree.ElementTree as ET
 
 import pytest
 
 from datadir_mover.lab import image as lab_image
 from datadir_mover.lab import vm
-from labvm import REPO, load_average, record
+from labvm import REPO, check_boot, load_average, passed, record
 
-from test_lab_packaged import RECORDED, SKIP_REASON, WANTED
+from test_lab_packaged import RECORDED, skip_unless_wanted
 
 NAME = "mysql-sid"
 GUEST = "tests/lab/guest/test_in_packaged_reboot.py"
 BOOTS = (("test_boot1_mysql_on_zram_persisted_by_clone_under_its_profile_then_reboot", "reboot"),
          ("test_boot2_restored_before_mysql_every_row_then_a_clone_and_a_power_cut", "cut"),
          ("test_boot3_after_the_power_cut_the_clone_exactly_then_uninstall_and_the_negative_control", "poweroff"))
-KERNEL_SAYS = {"reboot": "reboot: Restarting system", "poweroff": "reboot: Power down"}
 BACKING_DISK = 1 << 30    # /dev/vdb: two generations of the package's datadir and one being written
 
 
@@ -39,24 +37,12 @@ def _command(test: str, boot: int) -> tuple[str, ...]:
             f"--junitxml=/mnt/lab/out/junit-{boot}.xml", f"{GUEST}::{test}")
 
 
-def _passed(junit) -> float:
-    suite = ET.parse(junit).getroot()
-    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-    assert counts == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}, (junit.name, counts)
-    return sum(float(c.get("time", 0)) for c in suite.iter("testcase"))
-
-
 @pytest.mark.lab
 @pytest.mark.slow
 @pytest.mark.root
 @pytest.mark.timeout(7200)   # each boot's own limit (1800 s) ends a hung one first
 def test_mysql_on_pzram_survives_a_reboot_and_a_power_cut_persisted_by_clone_under_its_profile(tmp_path):
-    if WANTED != "1" and NAME not in WANTED.split(","):
-        pytest.skip(SKIP_REASON)
-    blockers = lab_image.host_blockers()
-    if blockers:
-        pytest.skip("the lab image cannot be built here: " + "; ".join(blockers))
+    skip_unless_wanted(NAME)
     t0 = time.monotonic()
     img = lab_image.build(lab_image.packaged_spec(REPO, NAME), REPO,
                           progress=lambda m: print(f"lab build ({NAME}): {m}", flush=True))
@@ -69,16 +55,7 @@ def test_mysql_on_pzram_survives_a_reboot_and_a_power_cut_persisted_by_clone_und
                              timeout=1800, source=REPO, init="systemd", end=end, env=(("LAB_PACKAGED", NAME),))
             result = vm.run(spec, img, run_dir, fresh_disks=boot == 1, echo=lambda line: print(line, flush=True),
                             progress=lambda m: print(m, flush=True))
-            console = (run_dir / "console.log").read_text(errors="replace")
-            out = run_dir / "share" / "out"
-            assert not result.timed_out, "time limit hit; console tail:\n" + "\n".join(result.console_tail)
-            assert result.exit_code == 0, f"boot {boot} ({test}) failed:\n{result.output[-6000:]}"
-            seconds = _passed(out / f"junit-{boot}.xml")
-            if end == "cut":
-                assert result.cut_after_done_seconds is not None
-                assert not any(k in console for k in KERNEL_SAYS.values()), "the guest shut down before the cut"
-            else:
-                assert KERNEL_SAYS[end] in console, "\n".join(result.console_tail)
+            seconds = passed(check_boot(result, run_dir, boot, test, end) / f"junit-{boot}.xml")
             times.append(f"boot {boot} ({end}): up {result.boot_seconds} s, total {result.total_seconds} s, "
                          f"test {seconds:.0f} s")
     finally:

@@ -14,13 +14,12 @@ The boots' times and the RPO measured after the cut go to out/lab-vm.log (figure
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 
 import pytest
 
 from datadir_mover.lab import image as lab_image
 from datadir_mover.lab import vm
-from labvm import ALONE_CPUS, LAB_CPUS, REPO, WANTED, load_average, record
+from labvm import ALONE_CPUS, LAB_CPUS, REPO, WANTED, check_boot, load_average, passed, record
 from tuner.core.errors import LabError, UsageError
 
 GUEST = "tests/lab/guest/test_in_host_reboot.py"
@@ -28,7 +27,6 @@ BOOTS = (("test_boot1_the_server_on_zram_persisted_by_the_timer_then_reboot", "r
          ("test_boot2_after_the_reboot_restored_before_the_server_then_poweroff", "poweroff"),
          ("test_boot3_after_the_poweroff_every_row_then_a_commit_past_the_last_sync", "cut"),
          ("test_boot4_after_the_power_cut_the_state_is_the_last_sync_exactly", "cut"))
-KERNEL_SAYS = {"reboot": "reboot: Restarting system", "poweroff": "reboot: Power down"}
 HOST_GROUP = "tests/lab/guest/test_in_host_mode.py"
 HOST_GROUP_TESTS = 8
 # /dev/vdb: the backing store (two generations of the W=1 datadir and one being written), in every boot; boot 1
@@ -49,14 +47,6 @@ def _command(test: str, boot: int) -> tuple[str, ...]:
     first = _pytest("junit-host.xml", HOST_GROUP) + " && " if boot == 1 else ""
     return ("sh", "-c", f"{first}{_pytest(f'junit-{boot}.xml', f'{GUEST}::{test}')}; rc=$?; "
             "date +%s.%N > /mnt/lab/out/cut-at; exit $rc")
-
-
-def _passed(junit, tests: int = 1) -> float:
-    suite = ET.parse(junit).getroot()
-    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
-    assert counts == {"tests": tests, "failures": 0, "errors": 0, "skipped": 0}, (junit.name, counts)
-    return sum(float(c.get("time", 0)) for c in suite.iter("testcase"))
 
 
 def test_boot_ends_reboot_and_cut_only_in_host_mode_and_again_only_on_an_earlier_runs_disks(tmp_path):
@@ -93,19 +83,11 @@ def test_pzram_survives_a_reboot_a_poweroff_and_a_power_cut(lab_image_built, fas
                              timeout=1500, source=REPO, init="systemd", end=end)
             result = vm.run(spec, lab_image_built, run_dir, fresh_disks=boot == 1,
                             echo=lambda line: print(line, flush=True), progress=lambda m: print(m, flush=True))
-            console = (run_dir / "console.log").read_text(errors="replace")
-            out = run_dir / "share" / "out"
-            assert not result.timed_out, "time limit hit; console tail:\n" + "\n".join(result.console_tail)
-            assert result.exit_code == 0, f"boot {boot} ({test}) failed:\n{result.output[-6000:]}"
+            out = check_boot(result, run_dir, boot, test, end)
             host_group = ""
             if boot == 1:
-                host_group = f"host-mode group {_passed(out / 'junit-host.xml', HOST_GROUP_TESTS):.0f} s, "
-            seconds = _passed(out / f"junit-{boot}.xml")
-            if end == "cut":
-                assert result.cut_after_done_seconds is not None
-                assert not any(s in console for s in KERNEL_SAYS.values()), "the guest shut down before the cut"
-            else:
-                assert KERNEL_SAYS[end] in console, "\n".join(result.console_tail)
+                host_group = f"host-mode group {passed(out / 'junit-host.xml', HOST_GROUP_TESTS):.0f} s, "
+            seconds = passed(out / f"junit-{boot}.xml")
             times.append(f"boot {boot} ({end}, {cpus} vCPU): up {result.boot_seconds} s, total {result.total_seconds} s, "
                          f"{host_group}test {seconds:.0f} s")
     finally:

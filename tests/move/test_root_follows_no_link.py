@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+import mvhelpers
+
 from datadir_mover.move.copy import Manifest, UnsafePath, copy_tree, safe_fs, verify_tree, walk
 from datadir_mover.move import finalize_step
 
@@ -50,20 +52,8 @@ for line in sys.stdin:
 
 @pytest.fixture(scope="module")
 def racer_user():
-    if os.geteuid() != 0 or shutil.which("useradd") is None:
-        pytest.fail("this test needs root and useradd (CI runs as root)")
-    made = False
-    try:
-        pwd.getpwnam(RACER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", RACER],
-                       check=True)
-        made = True
-    try:
-        yield pwd.getpwnam(RACER)
-    finally:
-        if made:
-            subprocess.run(["userdel", RACER], check=False)
+    with mvhelpers.system_user(RACER) as entry:
+        yield entry
 
 
 class Racer:

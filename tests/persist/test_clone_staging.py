@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import pwd
 import shutil
 import stat
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 import pytest
 
 import mvhelpers
+from sqlhelpers import execute
 from datadir_mover.move.copy import safe_fs, walk
 from datadir_mover.persist import clone_staging, confinement
 from datadir_mover.persist.config import PersistConfig
@@ -44,19 +44,8 @@ MYSQL_PROFILE = "sid-mysql-server-9.7.4-2.usr.sbin.mysqld"
 
 @pytest.fixture(scope="module")
 def server_user():
-    if os.geteuid() != 0 or shutil.which("useradd") is None:
-        pytest.fail("this test needs root and useradd (CI runs as root)")
-    made = False
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER], check=True)
-        made = True
-    try:
-        yield pwd.getpwnam(USER)
-    finally:
-        if made:
-            subprocess.run(["userdel", USER], check=False)
+    with mvhelpers.system_user(USER) as entry:
+        yield entry
 
 
 @pytest.fixture(scope="module")
@@ -98,15 +87,7 @@ def box(installed_server, innotier_home, server_user):
 
 
 def _sql(sb, *statements: str) -> list:
-    conn = sb.connection_spec().connect()
-    cur = conn.cursor()
-    rows: list = []
-    for s in statements:
-        cur.execute(s)
-        if cur.with_rows:
-            rows = cur.fetchall()
-    conn.close()
-    return rows
+    return execute(sb.connection_spec(), *statements) or []
 
 
 def _server_user_of(sb) -> int:

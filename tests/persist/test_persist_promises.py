@@ -22,20 +22,13 @@ from pathlib import Path
 import pytest
 
 import mvhelpers
+from sqlhelpers import execute
 
 NAME = "persist-box"
 
 
 def _sql(spec, *statements: str) -> list:
-    conn = spec.with_database(None).connect()
-    cur = conn.cursor()
-    rows: list = []
-    for s in statements:
-        cur.execute(s)
-        if cur.with_rows:
-            rows = cur.fetchall()
-    conn.close()
-    return rows
+    return execute(spec.with_database(None), *statements) or []
 
 
 def _one_line_refusal(r: subprocess.CompletedProcess) -> str:

@@ -12,6 +12,23 @@ from typing import Any
 from tuner.core.units import human_size
 from tuner.placement.model import Advice, FileIo, IoProfile, sum_io
 
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt, fig, path: str | Path) -> Path:
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
 PROFILE_COLUMNS = ["candidate", "kind", "size", "reads", "writes", "misc", "read ms/s", "write ms/s",
                    "misc ms/s", "share"]
 
@@ -64,11 +81,7 @@ ADVICE_COLUMNS = ["pick", "size", "saving ms/s", "95% interval", "of everything'
 
 
 def write_profile_png(profile: IoProfile, path: str | Path, top: int = 20) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     rows = [r for r in candidate_io(profile) if r[0] != "(other files)"][:top][::-1]
     secs = profile.seconds or 1.0
     labels = [r[0] + ("" if r[3].timed else " (counted)") for r in rows]
@@ -87,19 +100,11 @@ def write_profile_png(profile: IoProfile, path: str | Path, top: int = 20) -> Pa
     ax_s.set_xlabel("size, MiB")
     fig.suptitle(f"Where the I/O time goes: {profile.profile_id} ({profile.server.get('flavor')} "
                  f"{profile.server.get('version')}, {profile.seconds:.0f} s)")
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(plt, fig, path)
 
 
 def write_curve_png(advice: Advice, path: str | Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.plot([b / (1 << 20) for b, _ in advice.curve], [1000 * g for _, g in advice.curve],
             drawstyle="steps-post", label=f"best saving ({advice.curve_method})")
@@ -112,21 +117,13 @@ def write_curve_png(advice: Advice, path: str | Path) -> Path:
     ax.set_xlabel("bytes on the fast tier, MiB")
     ax.set_ylabel("predicted I/O wait saved, ms/s")
     ax.legend(fontsize="small")
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(plt, fig, path)
 
 
 def write_check_png(res, path: str | Path) -> Path:
     """A check's cells, measured throughput over none with their intervals, at the bytes each placed, beside the
     queueing model's throughput against budget (``check.CheckResult``; everything is off the scale, said)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     if res.curve:
         ax.plot([p["bytes"] / (1 << 20) for p in res.curve], [p["queueing_ratio"] for p in res.curve],
@@ -148,8 +145,4 @@ def write_check_png(res, path: str | Path) -> Path:
     ax.set_xlabel("bytes on the fast tier, MiB")
     ax.set_ylabel("throughput over nothing moved, x (log)")
     ax.legend(fontsize="small")
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(plt, fig, path)

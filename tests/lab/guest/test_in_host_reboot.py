@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 
 from labhelpers import OUT, cli, record, sh
+from reboothelpers import Rows, StateFile, zram_tier_unit, backing_disk, install_innotier_on_the_host, mount_source, unit_time
 from waiting import wait_for
 from datadir_mover import persist
 from tuner.core import sandbox as sbx
@@ -51,68 +51,19 @@ INSTALL_DIR = "/opt/innotier-src"   # innotier installed on the host's root disk
 
 # The DBA's unit that makes the tier again at every boot (zram is RAM: empty after a reboot or a power cut),
 # before innotier's restore unit fills it.  innotier's `tiers create zram` made the same at the first boot.
-TIER_UNIT_TEXT = f"""[Unit]
-Description=PZRAM tier: a 1 GiB zram device with ext4 at {TIER} (empty at every boot; restored by innotier)
-Before={RESTORE_UNIT} mariadb.service
-# at the first boot the tier was made by `innotier tiers create zram` (and this unit only enabled)
-ConditionPathIsMountPoint=!{TIER}
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/sh -ec 'modprobe zram; d=$(zramctl --find --size 1G); mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 "$d"; mkdir -p {TIER}; mount -o discard "$d" {TIER}'
-
-[Install]
-RequiredBy={RESTORE_UNIT}
-"""
+TIER_UNIT_TEXT = zram_tier_unit(TIER, RESTORE_UNIT, "mariadb.service", note="# at the first boot the tier was made by "
+                                "`innotier tiers create zram` (and this unit only enabled)\n")
 
 
 def _spec() -> ConnectionSpec:
     return ConnectionSpec.from_options(socket=SOCKET)
 
 
-def _state() -> dict:
-    return json.loads(STATE.read_text()) if STATE.exists() else {}
+STATE_FILE = StateFile(STATE)
+_state, _save = STATE_FILE.read, STATE_FILE.save
 
-
-def _save(**changes) -> dict:
-    """Merge into the state file, durably (the next boot may follow a power cut)."""
-    state = {**_state(), **changes}
-    with open(STATE, "w") as fh:
-        json.dump(state, fh, indent=2)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return state
-
-
-def _query(sql: str, *args) -> list[tuple]:
-    conn = _spec().connect()
-    try:
-        cur = conn.cursor()
-        cur.execute(sql, args)
-        rows = cur.fetchall() if cur.with_rows else []
-        conn.commit()
-        return rows
-    finally:
-        conn.close()
-
-
-def _commit_rows(phase: str, n: int) -> list[int]:
-    """n rows of one phase, committed (autocommit off: one COMMIT); their ids."""
-    conn = _spec().connect()
-    try:
-        cur = conn.cursor()
-        for i in range(n):
-            cur.execute("INSERT INTO pz.commits (phase, seq, at) VALUES (%s, %s, %s)", (phase, i, time.time()))
-        conn.commit()
-        cur.execute("SELECT id FROM pz.commits WHERE phase = %s ORDER BY id", (phase,))
-        return [r[0] for r in cur.fetchall()]
-    finally:
-        conn.close()
-
-
-def _ids() -> list[int]:
-    return [r[0] for r in _query("SELECT id FROM pz.commits ORDER BY id")]
+ROWS = Rows(_spec)
+_query, _commit_rows, _ids = ROWS.query, ROWS.commit, ROWS.ids
 
 
 def _commits_checksum() -> int:
@@ -125,10 +76,6 @@ def _datadir() -> str:
     return _query("SELECT @@datadir")[0][0].rstrip("/")
 
 
-def _mount_source(path: str) -> str:
-    return sh("findmnt", "-n", "-o", "SOURCE", "--target", path).stdout.strip()
-
-
 def _server_confinement() -> str:
     pid = sh("systemctl", "show", "-p", "MainPID", "--value", "mariadb.service").stdout.strip()
     return Path(f"/proc/{pid}/attr/current").read_text().strip()
@@ -136,10 +83,6 @@ def _server_confinement() -> str:
 
 def _denials() -> list[str]:
     return [ln for ln in sh("dmesg").stdout.splitlines() if 'apparmor="DENIED"' in ln]
-
-
-def _unit_time(unit: str, prop: str) -> int:
-    return int(sh("systemctl", "show", "-p", prop, "--value", unit).stdout.strip() or 0)
 
 
 def _current() -> persist.Generation | None:
@@ -156,10 +99,10 @@ def _journal(*units: str) -> str:
 def _restored_before_the_server(boot: str) -> dict:
     """The restore unit finished before mariadb.service began to start (systemd's own timestamps), and the
     journal shows it; returns the restore's result line and the timestamps."""
-    restore_done = _unit_time(RESTORE_UNIT, "ActiveEnterTimestampMonotonic")
-    tier_done = _unit_time(TIER_UNIT, "ActiveEnterTimestampMonotonic")
-    server_begins = _unit_time("mariadb.service", "InactiveExitTimestampMonotonic")
-    server_ready = _unit_time("mariadb.service", "ActiveEnterTimestampMonotonic")
+    restore_done = unit_time(RESTORE_UNIT, "ActiveEnterTimestampMonotonic")
+    tier_done = unit_time(TIER_UNIT, "ActiveEnterTimestampMonotonic")
+    server_begins = unit_time("mariadb.service", "InactiveExitTimestampMonotonic")
+    server_ready = unit_time("mariadb.service", "ActiveEnterTimestampMonotonic")
     journal = _journal(TIER_UNIT, RESTORE_UNIT, "mariadb.service")
     record(f"pzram-{boot}-journal.txt", journal)
     cycles = [ln for ln in _journal().splitlines() if "ordering cycle" in ln]
@@ -179,29 +122,10 @@ def _restored_before_the_server(boot: str) -> dict:
 def _on_the_restored_tier() -> None:
     assert sh("systemctl", "is-active", "mariadb.service").stdout.strip() == "active"
     assert _datadir() == TARGET
-    assert re.match(r"^/dev/zram\d+$", _mount_source(TARGET)), _mount_source(TARGET)
-    assert _mount_source(BACKING_MNT) == BACKING_DISK
+    assert re.match(r"^/dev/zram\d+$", mount_source(TARGET)), mount_source(TARGET)
+    assert mount_source(BACKING_MNT) == BACKING_DISK
     assert _server_confinement() == "/usr/sbin/mariadbd (enforce)"
     assert _denials() == [], _denials()
-
-
-def _install_innotier_on_the_host() -> None:
-    """What a DBA's host has: innotier installed on its own disk (the units run it at boot, before the lab's
-    share is mounted): the checkout's snapshot copied and put on the venv's path.  That the installed innotier
-    runs as a unit does (from /, without the share's PYTHONPATH) is shown by `persist install` below: it starts
-    the restore unit (`innotier persist restore --if-needed`) and fails if that unit fails."""
-    shutil.copytree("/mnt/src", INSTALL_DIR, symlinks=True)
-    site = next(Path("/opt/innotier/lib").glob("python3*/site-packages"))
-    (site / "innotier-host.pth").write_text(INSTALL_DIR + "\n")
-
-
-def _backing_disk() -> None:
-    sh("mkfs.ext4", "-q", "-F", BACKING_DISK)
-    os.makedirs(BACKING_MNT, exist_ok=True)
-    with open("/etc/fstab", "a") as fh:
-        fh.write(f"{BACKING_DISK} {BACKING_MNT} ext4 defaults 0 2\n")
-    sh("systemctl", "daemon-reload")
-    sh("mount", BACKING_MNT)
 
 
 def _golden_as_the_system_servers_data() -> None:
@@ -265,8 +189,8 @@ def _server_errors() -> list[str]:
 
 def test_boot1_the_server_on_zram_persisted_by_the_timer_then_reboot():
     assert Path("/proc/1/comm").read_text().strip() == "systemd"
-    _install_innotier_on_the_host()
-    _backing_disk()
+    install_innotier_on_the_host(INSTALL_DIR)
+    backing_disk(BACKING_DISK, BACKING_MNT)
     _golden_as_the_system_servers_data()
     cli("tiers", "create", "zram", "--size", "1G", "--fs", "ext4", "--mount", TIER)
     Path(f"/etc/systemd/system/{TIER_UNIT}").write_text(TIER_UNIT_TEXT)

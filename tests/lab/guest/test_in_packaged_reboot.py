@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from labhelpers import OUT, cli, record, sh
+from reboothelpers import Rows, StateFile, zram_tier_unit, backing_disk, install_innotier_on_the_host, mount_source, unit_time
 from datadir_mover import persist
 from datadir_mover.lab import packaged_host
 from datadir_mover.persist import clone_staging
@@ -63,68 +63,18 @@ PACKAGE_GAP = re.compile(r'operation="open" class="file" profile="/usr/sbin/mysq
                          r'.*requested_mask="r"')
 
 # The DBA's unit that makes the tier again at every boot (zram is RAM), before innotier's restore fills it
-TIER_UNIT_TEXT = f"""[Unit]
-Description=PZRAM tier: a 1 GiB zram device with ext4 at {TIER} (empty at every boot; restored by innotier)
-Before={RESTORE_UNIT} {UNIT}
-ConditionPathIsMountPoint=!{TIER}
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/sh -ec 'modprobe zram; d=$(zramctl --find --size 1G); mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 "$d"; mkdir -p {TIER}; mount -o discard "$d" {TIER}'
-
-[Install]
-RequiredBy={RESTORE_UNIT}
-"""
+TIER_UNIT_TEXT = zram_tier_unit(TIER, RESTORE_UNIT, UNIT)
 
 
 def _spec() -> ConnectionSpec:
     return ConnectionSpec.from_options(socket=system_server.find_socket().socket)
 
 
-def _query(sql: str, *args) -> list[tuple]:
-    conn = _spec().connect()
-    try:
-        cur = conn.cursor()
-        cur.execute(sql, args)
-        rows = cur.fetchall() if cur.with_rows else []
-        conn.commit()
-        return rows
-    finally:
-        conn.close()
+STATE_FILE = StateFile(STATE)
+_state, _save = STATE_FILE.read, STATE_FILE.save
 
-
-def _commit_rows(phase: str, n: int) -> list[int]:
-    conn = _spec().connect()
-    try:
-        cur = conn.cursor()
-        for i in range(n):
-            cur.execute("INSERT INTO pz.commits (phase, seq, at) VALUES (%s, %s, %s)", (phase, i, time.time()))
-        conn.commit()
-        cur.execute("SELECT id FROM pz.commits WHERE phase = %s ORDER BY id", (phase,))
-        return [r[0] for r in cur.fetchall()]
-    finally:
-        conn.close()
-
-
-def _ids() -> list[int]:
-    return [r[0] for r in _query("SELECT id FROM pz.commits ORDER BY id")]
-
-
-def _state() -> dict:
-    return json.loads(STATE.read_text()) if STATE.exists() else {}
-
-
-def _save(**changes) -> None:
-    state = {**_state(), **changes}
-    with open(STATE, "w") as fh:
-        json.dump(state, fh, indent=2)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _mount_source(path: str) -> str:
-    return sh("findmnt", "-n", "-o", "SOURCE", "--target", path).stdout.strip()
+ROWS = Rows(_spec)
+_query, _commit_rows, _ids = ROWS.query, ROWS.commit, ROWS.ids
 
 
 def _confinement() -> str:
@@ -151,14 +101,10 @@ def _denials() -> list[str]:
     return [ln for ln in lines if 'apparmor="DENIED"' in ln and not PACKAGE_GAP.search(ln)]
 
 
-def _unit_time(unit: str, prop: str) -> int:
-    return int(sh("systemctl", "show", "-p", prop, "--value", unit).stdout.strip() or 0)
-
-
 def _on_the_tier() -> None:
     assert sh("systemctl", "is-active", UNIT).stdout.strip() == "active"
     assert _query("SELECT @@datadir")[0][0].rstrip("/") == TARGET
-    assert re.match(r"^/dev/zram\d+$", _mount_source(TARGET)), _mount_source(TARGET)
+    assert re.match(r"^/dev/zram\d+$", mount_source(TARGET)), mount_source(TARGET)
     assert _confinement() == CONFINEMENT
     assert _denials() == [], _denials()
 
@@ -178,21 +124,6 @@ def _clone_generation(gen: dict) -> None:
     assert mysql_uid != 0 and os.stat(staging).st_uid == mysql_uid and os.listdir(staging) == []
 
 
-def _install_innotier_on_the_host() -> None:
-    shutil.copytree("/mnt/src", INSTALL_DIR, symlinks=True)
-    site = next(Path("/opt/innotier/lib").glob("python3*/site-packages"))
-    (site / "innotier-host.pth").write_text(INSTALL_DIR + "\n")
-
-
-def _backing_disk() -> None:
-    sh("mkfs.ext4", "-q", "-F", BACKING_DISK)
-    os.makedirs(BACKING_MNT, exist_ok=True)
-    with open("/etc/fstab", "a") as fh:
-        fh.write(f"{BACKING_DISK} {BACKING_MNT} ext4 defaults 0 2\n")
-    sh("systemctl", "daemon-reload")
-    sh("mount", BACKING_MNT)
-
-
 def _sync(what: str) -> dict:
     _clear_denials()
     t0 = time.monotonic()
@@ -207,8 +138,8 @@ def _sync(what: str) -> dict:
 
 def test_boot1_mysql_on_zram_persisted_by_clone_under_its_profile_then_reboot():
     assert _confinement() == CONFINEMENT and sh("systemctl", "is-active", UNIT).stdout.strip() == "active"
-    _install_innotier_on_the_host()
-    _backing_disk()
+    install_innotier_on_the_host(INSTALL_DIR)
+    backing_disk(BACKING_DISK, BACKING_MNT)
     cli("tiers", "create", "zram", "--size", "1G", "--fs", "ext4", "--mount", TIER)
     Path(f"/etc/systemd/system/{TIER_UNIT}").write_text(TIER_UNIT_TEXT)
     sh("systemctl", "daemon-reload")
@@ -261,10 +192,10 @@ def _restored_before_the_server(boot: str) -> tuple[persist.Generation, str]:
     journal = sh("journalctl", "-b", "-o", "short-monotonic", "--no-pager", "-u", TIER_UNIT, "-u", RESTORE_UNIT,
                  "-u", UNIT).stdout
     record(f"packaged-pzram-{boot}-journal.txt", journal)   # first: what a failed boot's units said
-    restore_done = _unit_time(RESTORE_UNIT, "ActiveEnterTimestampMonotonic")
-    tier_done = _unit_time(TIER_UNIT, "ActiveEnterTimestampMonotonic")
-    server_begins = _unit_time(UNIT, "InactiveExitTimestampMonotonic")
-    server_ready = _unit_time(UNIT, "ActiveEnterTimestampMonotonic")
+    restore_done = unit_time(RESTORE_UNIT, "ActiveEnterTimestampMonotonic")
+    tier_done = unit_time(TIER_UNIT, "ActiveEnterTimestampMonotonic")
+    server_begins = unit_time(UNIT, "InactiveExitTimestampMonotonic")
+    server_ready = unit_time(UNIT, "ActiveEnterTimestampMonotonic")
     assert 0 < tier_done <= restore_done < server_begins < server_ready, (tier_done, restore_done, server_begins,
                                                                           journal[-3000:])
     restored = [ln for ln in journal.splitlines() if "restored generation" in ln]

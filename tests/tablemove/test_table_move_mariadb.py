@@ -210,26 +210,3 @@ def test_the_triggers_are_created_only_under_the_table_lock(tpcc_w1, shared_sand
     r = cli("table-move", "back", "tpcc.district", "--yes")
     assert r.returncode == 0, r.stderr
     assert _no_side_tables(spec)
-
-
-def test_the_digest_runs_its_server_thread_at_a_low_priority_and_gives_it_back(shared_sandbox):
-    """VERIFY's two full scans run on a server thread reniced to 19 for the block (the clients' threads come
-    first on a small machine), named from performance_schema, and the priority is put back before the
-    connection closes (the server hands the thread to later connections)."""
-    from datadir_mover.tablemove import digest
-
-    def nice(tid: int) -> int:
-        return int(open(f"/proc/{tid}/stat").read().rsplit(")", 1)[1].split()[16])
-
-    conn = shared_sandbox.connection_spec().connect()
-    try:
-        cur = conn.cursor()
-        tid = digest.server_thread(cur)
-        assert tid is not None and nice(tid) == 0
-        with digest.lowered_priority(cur) as lowered:
-            assert lowered == tid and nice(tid) == digest.LOW_PRIORITY
-            cur.execute("SELECT COUNT(*) FROM information_schema.tables")
-            cur.fetchall()
-        assert nice(tid) == 0
-    finally:
-        conn.close()

@@ -2,17 +2,19 @@
 """A table moved onto a RAM tier and back while the built-in TPC-C runs: what clients see.
 
     .venv/bin/python bench/table_move_bench.py [--server mariadb-10.11|mariadb-11.8|mysql-9.7] [--table stock]
-        [--warehouses 1] [--clients 8] [--mode procedures|statements] [--before 20] [--gap 10] [--tier DIR] [-o out.json]
+        [--warehouses 1] [--clients 8] [--mode procedures|statements] [--before 20] [--gap 10] [--tier DIR]
+        [--interval 0.25] [--option NAME=VALUE ...] [-o out.json]
 
 A fresh sandbox (256M buffer pool) is loaded with W warehouses; on MySQL its tier root is registered first
-(`table-move register-root`: the one restart, before any client runs).  TPC-C runs with 1-s intervals:
+(`table-move register-root`: the one restart, before any client runs).  TPC-C runs with 0.25-s intervals (``--interval``):
 ``--before`` seconds untouched, then `innotier table-move apply` (a real CLI process) moves the table onto
 the tier, ``--gap`` seconds later `table-move back` brings it home, ``--gap`` seconds after that the run
 ends (SIGTERM, a clean partial result).  Printed: each move's duration and its copy and swap times; latency
-p99 of New-Order and Payment before the first move (exact, and the median 1-s interval p99) and during each
-move (exact over the window from the histograms' difference, and the worst 1-s interval overlapping it); failed transactions (errors) in the whole
-run and in the intervals overlapping each move, retries; server restarts (from Uptime); and the load
-average.  Figures, not assertions: on a shared machine say the load with them.
+p99 of New-Order and Payment before the first move (exact, and the median interval p99) and during each
+move (exact over the window from the histograms' difference, and the worst interval overlapping it), and each journal step's p99; failed transactions (errors) in the whole
+run and in the intervals overlapping each move, retries; server restarts (from Uptime); the redo log's size
+and the part of it not yet checkpointed when the first move began (what the plan's redo note reads); and the
+load average.  The tmpfs the bench mounts itself is unmounted at the end.  Figures, not assertions: on a shared machine say the load with them.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from datadir_mover.tablemove import redo_room  # noqa: E402
+from tuner.core import innodb_status  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
+from tuner.core.server import fetch_variables  # noqa: E402
 from tuner.core.measure import LatencyHistogram, Measurement  # noqa: E402
 from tuner.tpcc.config import RunConfig  # noqa: E402
 from tuner.tpcc.driver import run as tpcc_run  # noqa: E402
@@ -57,18 +62,20 @@ def uptime(spec) -> int:
     return value
 
 
-def tier_dir(given: str | None) -> str:
+def tier_dir(given: str | None) -> tuple[str, bool]:
+    """The tier directory, and whether the bench mounted it (and so unmounts it at the end)."""
     if given:
-        return given
+        return given, False
     path = "/tmp/tmbench-tier"
     os.makedirs(path, exist_ok=True)
-    if subprocess.run(["mountpoint", "-q", path]).returncode != 0:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2G", "tmpfs", path], check=True)
-    return path
+    if subprocess.run(["mountpoint", "-q", path]).returncode == 0:
+        return path, False
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2G", "tmpfs", path], check=True)
+    return path, True
 
 
 class Timeline:
-    """The run's 1-s interval points, each with the monotonic time it closed and the run's cumulative latency
+    """The run's interval points, each with the monotonic time it closed and the run's cumulative latency
     histograms at that moment (so a window's exact percentiles are the difference of two of them)."""
 
     def __init__(self, measurement: Measurement) -> None:
@@ -142,6 +149,28 @@ def step_times(move_id: str, wall_start: float) -> dict[str, list[float]]:
     return out
 
 
+def by_step(timeline: Timeline, start: float, steps: dict[str, list[float]] | None) -> dict | None:
+    """Each journal state's p99 (the transactions that finished while it ran, to the driver's interval), and the
+    command's own start before PLAN (the CLI process starting): where in the move the latency comes from."""
+    if not steps:
+        return None
+    spans = {"startup": [0.0, steps["PLAN"][0]], **{s: [t[0], t[-1]] for s, t in steps.items()}}
+    return {s: {"s": round(b - a, 2), **timeline.exact_p99(start + a, start + b)} for s, (a, b) in spans.items()
+            if b - a >= 0.05}
+
+
+def redo_now(spec) -> dict:
+    """The redo log's size and how much of it is not yet checkpointed (MiB), as the move's plan reads them."""
+    conn = spec.connect()
+    try:
+        variables = fetch_variables(conn)
+        age = innodb_status.parse(innodb_status.fetch(conn)).checkpoint_age
+    finally:
+        conn.close()
+    return {"capacity_mib": round((redo_room.capacity(variables) or 0) / 2**20, 1),
+            "checkpoint_age_mib": round((age or 0) / 2**20, 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--server", default="mariadb-10.11", help="mariadb-10.11 (the host's), mariadb-11.8, mysql-9.7")
@@ -151,12 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--before", type=float, default=20.0)
     ap.add_argument("--gap", type=float, default=10.0)
+    ap.add_argument("--interval", type=float, default=0.25,
+                    help="seconds between the driver's points: the resolution of each step's p99 (default 0.25)")
+    ap.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                    help="a server option for the sandbox, e.g. innodb_log_file_size=1G (repeatable)")
     ap.add_argument("--tier", help="the tier directory (default: a tmpfs mounted at /tmp/tmbench-tier)")
     ap.add_argument("-o", "--output")
     args = ap.parse_args(argv)
     os.environ.setdefault("INNOTIER_HOME", "/tmp/tmbench-home")
     name = f"tmbench-{args.server.replace('.', '')}"
-    tier = os.path.join(tier_dir(args.tier), name)
+    tier_root, mounted = tier_dir(args.tier)
+    tier = os.path.join(tier_root, name)
     shutil.rmtree(tier, ignore_errors=True)  # the bench's own directory: what an earlier run left there
     os.makedirs(tier)
     server = None if args.server == "mariadb-10.11" else args.server
@@ -167,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     # a fresh sandbox of the same name: the journals of moves on the one it replaces are void (an interrupted one
     # would otherwise be "unfinished" for the new sandbox)
     shutil.rmtree(Path(os.environ["INNOTIER_HOME"], "table-moves"), ignore_errors=True)
-    sb = sbx.create(name, page_size="16k", server=server, options={"innodb_buffer_pool_size": "256M"})
+    sb = sbx.create(name, page_size="16k", server=server, options={"innodb_buffer_pool_size": "256M", **dict(o.split("=", 1) for o in args.option)})
     sb.start()
     spec = sb.connection_spec()
     t0 = time.monotonic()
@@ -179,11 +213,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"register-root: one restart, {reg['restart_s']:.1f} s, before the clients start", flush=True)
     move_args = [f"tpcc.{args.table}", "--sandbox", name, "--yes", "--json"]
     measurement = Measurement()
-    timeline, moves = Timeline(measurement), {}
+    timeline, moves, redo = Timeline(measurement), {}, {}
     up0 = uptime(spec)
 
     def mover() -> None:
         timeline.measured_for(args.before).wait()
+        redo["before_move"] = redo_now(spec)
         for label, argv_ in (("in", ["apply", *move_args[:1], "--to", tier, "--i-accept-volatile", *move_args[1:]]),
                              ("back", ["back", "--yes", "--json"])):
             start, wall = time.monotonic(), time.time()
@@ -196,23 +231,24 @@ def main(argv: list[str] | None = None) -> int:
         os.kill(os.getpid(), signal.SIGTERM)  # ends the run cleanly (partial result)
 
     threading.Thread(target=mover, daemon=True).start()
-    cfg = RunConfig(clients=args.clients, warmup=5, duration=3600, interval=1.0, mode=args.mode)
+    cfg = RunConfig(clients=args.clients, warmup=5, duration=3600, interval=args.interval, mode=args.mode)
     wall0 = time.monotonic()
     result = tpcc_run(spec, cfg, measurement, on_interval=timeline.add)
     elapsed = time.monotonic() - wall0
     restarts = 0 if uptime(spec) - up0 >= elapsed - 2 else 1
     first = moves["in"]["start"] if "in" in moves else float("inf")
-    report = {"server": f"{args.server} {sb.version}", "table": args.table, "mode": args.mode, "warehouses": args.warehouses,
+    report = {"server": f"{args.server} {sb.version}", "options": args.option, "table": args.table, "mode": args.mode, "warehouses": args.warehouses,
               "clients": args.clients, "run_errors": result.errors, "run_retries": result.retries,
               "error_messages": result.extra.get("error_messages"),
-              "restarts": restarts, "before": {**summary(timeline.before(first)),
+              "restarts": restarts, "redo": redo, "before": {**summary(timeline.before(first)),
                                                  "p99_ms": timeline.exact_p99(timeline.points[0][0], first)}, "moves": {},
               "load_average_end": round(os.getloadavg()[0], 1)}
     for label, m in moves.items():
         r = m["result"]
         report["moves"][label] = {"seconds": round(m["end"] - m["start"], 1), "copy_s": r.get("copy_s"),
                                   "swap_s": r.get("swap_s"), "file": r.get("file"), "digest": r.get("digest"),
-                                  "steps_at_s": step_times(r["move_id"], m["wall"]) if "move_id" in r else None,
+                                  "steps_at_s": (steps := step_times(r["move_id"], m["wall"]) if "move_id" in r else None),
+                                  "p99_ms_by_step": by_step(timeline, m["start"], steps),
                                   "resumed_after": r.get("resumed_after"),
                                   "p99_ms": timeline.exact_p99(m["start"], m["end"]),
                                   **summary(timeline.window(m["start"], m["end"]))}
@@ -222,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         Path(args.output).write_text(json.dumps(report, indent=2))
     sb.destroy(force=True)
+    if mounted:
+        subprocess.run(["umount", tier_root], check=True)
     return 0
 
 

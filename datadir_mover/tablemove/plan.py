@@ -13,7 +13,7 @@ import os
 import re
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tuner.core.errors import MoveError
@@ -24,7 +24,7 @@ from tuner.core.units import human_size
 from datadir_mover import apparmor
 from datadir_mover.move import volatile
 from datadir_mover.move.preflight import check_space, tier_facts
-from datadir_mover.tablemove import ptosc, store, where
+from datadir_mover.tablemove import ptosc, redo_room, store, where
 
 PLAN_VERSION = 1
 METHODS = {Flavor.MYSQL: "tablespace", Flavor.MARIADB: "pt-osc"}
@@ -153,9 +153,18 @@ def build(request: TableMoveRequest, spec: ConnectionSpec) -> TablePlan:
             if where.exists(conn, plan.schema, name):
                 raise MoveError(f"{plan.schema}.{name} exists already; drop or rename it and plan again; nothing "
                                 "was changed")
-        return plan
+        return _with_redo_note(plan, model, conn)
     finally:
         conn.close()
+
+
+def _with_redo_note(plan: TablePlan, model: ServerModel, conn) -> TablePlan:
+    """MariaDB's copier writes the table through the redo log: say so when the redo log has no room for it."""
+    if plan.method != METHODS[Flavor.MARIADB]:
+        return plan
+    room = redo_room.read(conn, model.variables, plan.bytes)
+    line = redo_room.note(room, model.flavor, model.version) if room else None
+    return replace(plan, notes=[*plan.notes, line]) if line else plan
 
 
 def _check_table(conn, model: ServerModel, request: TableMoveRequest) -> where.TableFile:

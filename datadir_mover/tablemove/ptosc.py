@@ -91,7 +91,7 @@ def argv(defaults_file: str, schema: str, table: str, data_dir: str | None, shad
             "--recursion-method=none", "--no-check-replication-filters", "--tries", "create_triggers:60:0.5,copy_rows:20:0.5",
             # its trigger DDL waits at most DDL_LOCK_WAIT_S for the metadata lock, then retries
             "--set-vars", f"innodb_lock_wait_timeout=1,lock_wait_timeout={DDL_LOCK_WAIT_S}",
-            # chunks of 0.1 s instead of 0.5 s: each chunk's LOCK IN SHARE MODE holds the rows a client may be
+            # chunks of 0.02 s instead of 0.5 s: each chunk's LOCK IN SHARE MODE holds the rows a client may be
             # waiting to update, so a shorter chunk is a shorter wait (the copy takes a little longer)
             "--chunk-time", "0.02",
             "--print", "--execute", f"D={schema},t={table}"]

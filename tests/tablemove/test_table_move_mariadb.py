@@ -210,3 +210,25 @@ def test_the_triggers_are_created_only_under_the_table_lock(tpcc_w1, shared_sand
     r = cli("table-move", "back", "tpcc.district", "--yes")
     assert r.returncode == 0, r.stderr
     assert _no_side_tables(spec)
+
+
+@pytest.mark.root
+def test_the_plan_says_when_the_copy_crowds_the_redo_log(tpcc_w1, shared_sandbox, tier, cli, innotier_home):
+    """The redo log shrunk online (MariaDB 10.9+) below the table: the plan names the sizes and the resize; its
+    own size put back after."""
+    spec = tpcc_w1
+    size = int(sql(spec, "SELECT @@innodb_log_file_size")[0][0][0])
+    args = ["table-move", "plan", "tpcc.stock", "--to", tier, "--sandbox", shared_sandbox.name, "--i-accept-volatile"]
+    journals = _journals(innotier_home)
+    sql(spec, f"SET GLOBAL innodb_log_file_size = {16 << 20}")  # the least it takes (innodb_log_buffer_size)
+    try:
+        r = cli(*args, "--json")
+        assert r.returncode == 0, r.stderr
+        notes = [n for n in json.loads(r.stdout)["notes"] if n.startswith("redo: ")]
+        assert len(notes) == 1 and "into a 16.0 MiB redo log" in notes[0], notes
+        assert "SET GLOBAL innodb_log_file_size = " in notes[0]
+        assert "note: redo: the copy writes about" in cli(*args).stdout  # and the printed plan
+    finally:
+        sql(spec, f"SET GLOBAL innodb_log_file_size = {size}")
+    assert int(sql(spec, "SELECT @@innodb_log_file_size")[0][0][0]) == size
+    assert _journals(innotier_home) == journals  # a plan changes nothing

@@ -95,6 +95,8 @@ def describe(p: ApplyPlan, echo: Callable[[str], None] = print) -> None:
         how = ("pt-online-schema-change shadow, proven, swapped" if tp.method == "pt-osc"
                else "ALTER TABLE ... TABLESPACE")
         echo(f"  table {tp.schema}.{tp.table}: {human_size(tp.bytes)}, {tp.file_before} -> {tp.file_after} ({how})")
+        for note in tp.notes:  # the tier's facts, a volatile tier's acceptance, a MariaDB copy's redo room
+            echo(f"    note: {note}")
     for comp, command in p.components:
         echo(f"  {comp}: {command}")
     for note in p.notes:

@@ -404,6 +404,8 @@ def result(plan: CheckPlan, results_path: str | None) -> CheckResult:
                             and every_ratio > 1 else None),
             placed_where=_where(cfg, c, plan.target.mountpoint)))
     notes = list(plan.notes) + ([why_not] if why_not else [])
+    if every.predicted <= 0:
+        notes.append(NO_COUNTED_WAIT)
     blocks = max((r.block for r in cells), default=0)
     if blocks < 2:
         notes.append("one block: every measured gain is a single ratio without an interval; run --blocks 3 or more "
@@ -431,6 +433,11 @@ def _head_to_head_row(plan: CheckPlan, v: Verdict) -> dict[str, Any]:
     return {"cell": name(v.num_configs[0]), "against": name(v.den_configs[0]), "ratio": _ratio(v),
             "low": v.ratio.low if v.ratio else None, "high": v.ratio.high if v.ratio else None,
             "state": v.ratio.state() if v.ratio else v.missing}
+
+
+NO_COUNTED_WAIT = ("no calibrated prediction: the profile counted no I/O wait on the slow tier (everything is "
+                   "predicted to save 0 s), so no pick has a share of it; measure while the workload reads from the "
+                   "slow tier (data larger than the buffer pool, `placement measure`)")
 
 
 def calibrated(share: float | None, everything: float | None) -> float | None:

@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/table_move_bench.py [--server mariadb-10.11|mariadb-11.8|mysql-9.7] [--table stock]
         [--warehouses 1] [--clients 8] [--mode procedures|statements] [--before 20] [--gap 10] [--tier DIR]
-        [--interval 0.25] [--option NAME=VALUE ...] [-o out.json]
+        [--interval 0.25] [--option NAME=VALUE ...] [--pace SECONDS] [-o out.json]
 
 A fresh sandbox (256M buffer pool) is loaded with W warehouses; on MySQL its tier root is registered first
 (`table-move register-root`: the one restart, before any client runs).  TPC-C runs with 0.25-s intervals (``--interval``):
@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gap", type=float, default=10.0)
     ap.add_argument("--interval", type=float, default=0.25,
                     help="seconds between the driver's points: the resolution of each step's p99 (default 0.25)")
+    ap.add_argument("--pace", default="0", metavar="SECONDS", help="`table-move apply/back --pace` (default 0)")
     ap.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                     help="a server option for the sandbox, e.g. innodb_log_file_size=1G (repeatable)")
     ap.add_argument("--tier", help="the tier directory (default: a tmpfs mounted at /tmp/tmbench-tier)")
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     if sb.flavor == "mysql":
         reg = cli("table-move", "register-root", tier, "--sandbox", name, "--yes", "--json")
         print(f"register-root: one restart, {reg['restart_s']:.1f} s, before the clients start", flush=True)
-    move_args = [f"tpcc.{args.table}", "--sandbox", name, "--yes", "--json"]
+    move_args = [f"tpcc.{args.table}", "--sandbox", name, "--yes", "--json", "--pace", args.pace]
     measurement = Measurement()
     timeline, moves, redo = Timeline(measurement), {}, {}
     up0 = uptime(spec)
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         timeline.measured_for(args.before).wait()
         redo["before_move"] = redo_now(spec)
         for label, argv_ in (("in", ["apply", *move_args[:1], "--to", tier, "--i-accept-volatile", *move_args[1:]]),
-                             ("back", ["back", "--yes", "--json"])):
+                             ("back", ["back", "--yes", "--json", "--pace", args.pace])):
             start, wall = time.monotonic(), time.time()
             res = cli("table-move", *argv_)
             if "failed" in res:  # said, and resumed as a DBA would (the journal knows where it stopped)
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - wall0
     restarts = 0 if uptime(spec) - up0 >= elapsed - 2 else 1
     first = moves["in"]["start"] if "in" in moves else float("inf")
-    report = {"server": f"{args.server} {sb.version}", "options": args.option, "table": args.table, "mode": args.mode, "warehouses": args.warehouses,
+    report = {"server": f"{args.server} {sb.version}", "options": args.option, "pace_s": float(args.pace), "table": args.table, "mode": args.mode, "warehouses": args.warehouses,
               "clients": args.clients, "run_errors": result.errors, "run_retries": result.retries,
               "error_messages": result.extra.get("error_messages"),
               "restarts": restarts, "redo": redo, "before": {**summary(timeline.before(first)),

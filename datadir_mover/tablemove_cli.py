@@ -27,8 +27,21 @@ def _add_request_args(p) -> None:
     p.add_argument("--i-accept-volatile", action="store_true",
                    help="a root on tmpfs/ramfs/zram without persistence: a power loss loses the table")
     p.add_argument("--persist-backing", metavar="DIR", help="the `innotier persist` backing that keeps a volatile root")
+    _add_pace_arg(p)
     p.add_argument("--json", action="store_true")
     add_connection_args(p)
+
+
+def _add_pace_arg(p) -> None:
+    p.add_argument("--pace", type=float, default=0.0, metavar="SECONDS",
+                   help="MariaDB: pause this long after each of the copier's 0.02-s chunks, so its redo comes slower "
+                        "(0.1: the copy about 6x as long; docs/table-moves.md, Redo)")
+
+
+def _pace(args) -> float:
+    if not 0 <= args.pace <= 10:
+        raise UsageError(f"--pace takes seconds from 0 to 10 (got {args.pace:g}); 0.1 spreads the copy about 6-fold")
+    return args.pace
 
 
 def register(sub) -> None:
@@ -50,6 +63,7 @@ def register(sub) -> None:
                     help="the table whose move to undo or bring home (default: the only unfinished or committed move)")
     add_journal_args(bk, "the move (default: the only unfinished or committed one of TABLE, or of all)",
                      asks_first=True)
+    _add_pace_arg(bk)
     bk.set_defaults(func=cmd_back)
     st = s.add_parser("status", help="table moves, and whether each moved table is still on its tier")
     add_journal_args(st, STATUS_ID_HELP)
@@ -69,7 +83,8 @@ def _request(args) -> TableMoveRequest:
     if not args.to:
         raise UsageError("give the tier directory with --to ROOT (to bring a table home: `innotier table-move back`)")
     return TableMoveRequest(schema=schema, table=table, root=args.to, allow_same_fs=args.allow_same_fs,
-                            accept_volatile=args.i_accept_volatile, persist_backing=args.persist_backing)
+                            accept_volatile=args.i_accept_volatile, persist_backing=args.persist_backing,
+                            copy_pause_s=_pace(args))
 
 
 def cmd_plan(args) -> int:
@@ -118,6 +133,7 @@ def cmd_resume(args) -> int:
 
 
 def cmd_back(args) -> int:
+    pace = _pace(args)
     j = store.find(args.id, ("open", "committed"), args.table)
     if j.plan().get("kind") == "register-root":
         raise MoveError(f"{j.dir.name} registered a root; to unregister it remove "
@@ -130,7 +146,7 @@ def cmd_back(args) -> int:
         print_json(result) if args.json else print(f"table move {p.move_id}: undone; {p.schema}.{p.table} is in "
                                                    f"{result['file']}")
         return 0
-    request = TableMoveRequest(schema=p.schema, table=p.table, root=None, home_of=p.move_id,
+    request = TableMoveRequest(schema=p.schema, table=p.table, root=None, home_of=p.move_id, copy_pause_s=pace,
                                apparmor_root=p.request.get("apparmor_root", "/etc/apparmor.d"),
                                sys_root=p.request.get("sys_root", "/sys"))
     return _carry_out(build(request, p.connection_spec()), args)

@@ -42,6 +42,7 @@ class TableMoveRequest:
     accept_volatile: bool = False
     persist_backing: str | None = None
     home_of: str | None = None  # the committed move whose table this one brings home
+    copy_pause_s: float = 0.0  # MariaDB: a pause after each of the copier's chunks (pt-online-schema-change --sleep)
     apparmor_root: str = "/etc/apparmor.d"
     sys_root: str = "/sys"
 
@@ -145,6 +146,9 @@ def build(request: TableMoveRequest, spec: ConnectionSpec) -> TablePlan:
     if model.flavor not in METHODS:
         raise MoveError(f"table moves support MySQL and MariaDB, not {model.flavor.value}; "
                         "move the component instead (`innotier move`)")
+    if request.copy_pause_s and model.flavor != Flavor.MARIADB:
+        raise MoveError(f"--pace paces MariaDB's copier; {model.flavor.value}'s ALTER TABLE ... TABLESPACE has no "
+                        "pace: leave it out; nothing was changed")
     conn = spec.with_database(None).connect()
     try:
         current = _check_table(conn, model, request)
@@ -159,12 +163,16 @@ def build(request: TableMoveRequest, spec: ConnectionSpec) -> TablePlan:
 
 
 def _with_redo_note(plan: TablePlan, model: ServerModel, conn) -> TablePlan:
-    """MariaDB's copier writes the table through the redo log: say so when the redo log has no room for it."""
+    """MariaDB's copier writes the table through the redo log: say so when the redo log has no room for it, and
+    what a paced copy costs."""
     if plan.method != METHODS[Flavor.MARIADB]:
         return plan
+    pace = plan.request.get("copy_pause_s") or 0.0
+    paced = [f"paced copy: {pace:g} s after each {ptosc.CHUNK_S:g}-s chunk: it takes about "
+             f"{1 + pace / ptosc.CHUNK_S:.0f}x as long and writes its redo that much slower"] if pace else []
     room = redo_room.read(conn, model.variables, plan.bytes)
     line = redo_room.note(room, model.flavor, model.version) if room else None
-    return replace(plan, notes=[*plan.notes, line]) if line else plan
+    return replace(plan, notes=[*plan.notes, *paced, *([line] if line else [])])
 
 
 def _check_table(conn, model: ServerModel, request: TableMoveRequest) -> where.TableFile:

@@ -63,6 +63,9 @@ sub after_create_triggers { my ($self) = @_; $self->{cxn}->dbh()->do("UNLOCK TAB
 """.replace("@TRIES@", str(LOCK_TRIES)).replace("@PAUSE@", str(LOCK_PAUSE_S))
 CREATED = re.compile(r"Created new table (?P<db>[^.\s]+)\.(?P<table>\S+) OK\.")
 TIMEOUT_S = 6 * 3600
+# Each chunk's LOCK IN SHARE MODE holds the rows a client may be waiting to update, so a shorter chunk is a shorter
+# wait (the copy takes a little longer); 0.02 s against the tool's 0.5 s (docs/table-moves.md, Figures)
+CHUNK_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,9 @@ def tool() -> str:
 
 
 def argv(defaults_file: str, schema: str, table: str, data_dir: str | None, shadow: str,
-         plugin: str | None = None) -> list[str]:
+         plugin: str | None = None, pause_s: float = 0.0) -> list[str]:
     """The command line: ``data_dir`` None moves the table home (the datadir); ``shadow`` the copy's name;
-    ``plugin`` the file ``PLUGIN`` was written to."""
+    ``plugin`` the file ``PLUGIN`` was written to; ``pause_s`` a pause after each chunk (its redo spread out)."""
     where = ["--data-dir", data_dir] if data_dir else ["--remove-data-dir"]
     return [tool(), f"--defaults-file={defaults_file}", "--alter", "ENGINE=InnoDB", *where,
             *(["--plugin", plugin] if plugin else []),
@@ -91,19 +94,17 @@ def argv(defaults_file: str, schema: str, table: str, data_dir: str | None, shad
             "--recursion-method=none", "--no-check-replication-filters", "--tries", "create_triggers:60:0.5,copy_rows:20:0.5",
             # its trigger DDL waits at most DDL_LOCK_WAIT_S for the metadata lock, then retries
             "--set-vars", f"innodb_lock_wait_timeout=1,lock_wait_timeout={DDL_LOCK_WAIT_S}",
-            # chunks of 0.02 s instead of 0.5 s: each chunk's LOCK IN SHARE MODE holds the rows a client may be
-            # waiting to update, so a shorter chunk is a shorter wait (the copy takes a little longer)
-            "--chunk-time", "0.02",
+            "--chunk-time", f"{CHUNK_S:g}", *(["--sleep", f"{pause_s:g}"] if pause_s else []),
             "--print", "--execute", f"D={schema},t={table}"]
 
 
 def run(defaults_file: str, schema: str, table: str, data_dir: str | None, shadow: str, log: Path,
-        echo=lambda m: None) -> CopyResult:
+        echo=lambda m: None, pause_s: float = 0.0) -> CopyResult:
     """Run the tool; its whole output goes to ``log`` (0600: no credentials are in it, they are in the
     defaults file) so a failure can be read after the fact."""
     plugin = log.with_name("pt-osc-plugin.pl")
     write_atomic(plugin, PLUGIN, mode=0o600)
-    cmd = argv(defaults_file, schema, table, data_dir, shadow, str(plugin))
+    cmd = argv(defaults_file, schema, table, data_dir, shadow, str(plugin), pause_s)
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
     write_atomic(log, proc.stdout + proc.stderr, mode=0o600)

@@ -90,4 +90,5 @@ def note(room: RedoRoom, flavor: Flavor, version: Version) -> str | None:
             f"redo log with {human_size(room.checkpoint_age)} not yet checkpointed: InnoDB will flush pages hard to "
             "make room and clients' commits wait meanwhile (measured under TPC-C: docs/table-moves.md, \"Redo\"); "
             f"to soften it, grow the redo log to {human_size(size)} or more first ({resize_words(flavor, version, size)}), "
-            "let the clients run a while and plan again: the part not yet checkpointed grows with the log")
+            "let the clients run a while and plan again: the part not yet checkpointed grows with the log; or spread "
+            "the copy out (`--pace 0.1`: about 6x as long)")

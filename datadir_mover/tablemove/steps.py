@@ -207,7 +207,7 @@ class TableMover:
             self._drop_shadow()  # an interrupted run's triggers and shadow
         with self.spec.client_option_file() as defaults:
             res = ptosc.run(defaults, self.plan.schema, self.plan.table, self.plan.root, self.shadow(),
-                            self.journal.dir / "pt-osc.log", self.echo)
+                            self.journal.dir / "pt-osc.log", self.echo, self.plan.request.get("copy_pause_s") or 0.0)
         return {"new_table": res.new_table, "seconds": round(res.seconds, 3), "tool_output": res.output_tail}
 
     def verify(self) -> dict:

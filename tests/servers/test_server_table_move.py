@@ -82,6 +82,9 @@ def test_register_root_then_move_and_back_online(server_sandbox, mv_tiers, cli):
     assert r.returncode == 7 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f"innotier table-move register-root {root} --sandbox {sb.name}" in r.stderr and "3121" in r.stderr
     assert _file(spec)[1] == "./tm/t.ibd" and os.listdir(root) == []
+    r = cli("table-move", "apply", *args, "--pace", "0.1")  # MariaDB's copier only: one line, nothing changed
+    assert r.returncode == 7 and len(r.stderr.strip().splitlines()) == 1 and "--pace paces MariaDB's" in r.stderr
+    assert _file(spec)[1] == "./tm/t.ibd" and os.listdir(root) == []
 
     r = cli("table-move", "register-root", root, "--sandbox", sb.name, "--yes", "--json")
     assert r.returncode == 0, r.stderr

@@ -55,3 +55,12 @@ def test_the_note_names_the_sizes_and_the_online_resize_where_there_is_one():
 def test_the_checkpoint_age_comes_from_real_monitor_output(server):
     status = innodb_status.parse((RECORDED / f"{server}-run.txt").read_text())
     assert status.checkpoint_age is not None and 0 < status.checkpoint_age < 1 << 30
+
+
+def test_the_copier_pauses_after_each_chunk_only_when_paced():
+    from datadir_mover.tablemove import ptosc
+
+    plain = ptosc.argv("/dev/null", "s", "t", "/tier", "_t_new")
+    paced = ptosc.argv("/dev/null", "s", "t", "/tier", "_t_new", pause_s=0.1)
+    assert "--sleep" not in plain and paced[paced.index("--sleep") + 1] == "0.1"
+    assert plain[plain.index("--chunk-time") + 1] == "0.02" == paced[paced.index("--chunk-time") + 1]

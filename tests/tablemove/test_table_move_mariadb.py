@@ -89,9 +89,11 @@ def test_a_shadow_that_differs_is_never_swapped(tpcc_w1, shared_sandbox, tier, c
     spec = tpcc_w1
     before = checksum(spec, "tpcc.district")
     r = cli("table-move", "apply", "tpcc.district", "--to", tier, "--sandbox", shared_sandbox.name, "--yes",
-            "--i-accept-volatile", env={CRASH: "COPY:done"})
+            "--i-accept-volatile", "--pace", "0.01", env={CRASH: "COPY:done"})  # a paced copy, as complete
     assert r.returncode == -9, r.stderr
-    shadow = _open_plan(innotier_home)["shadow_table"]
+    plan = _open_plan(innotier_home)
+    assert plan["request"]["copy_pause_s"] == 0.01 and any(n.startswith("paced copy: 0.01 s") for n in plan["notes"])
+    shadow = plan["shadow_table"]
     sql(spec, f"UPDATE tpcc.{shadow} SET d_ytd = d_ytd + 1 WHERE d_id = 3")  # the fault: a wrong copy
     r = cli("table-move", "resume")
     assert r.returncode == 7
@@ -122,6 +124,9 @@ def test_bad_input_is_one_line_and_changes_nothing(tpcc_w1, shared_sandbox, tier
             r = cli("table-move", "apply", *args, *sb, "--yes")
             assert r.returncode == 7, (args, r.stderr)
             assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        r = cli("table-move", "apply", "tpcc.district", "--to", tier, "--i-accept-volatile", "--pace", "-1", *sb, "--yes")
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr  # a usage error
+        assert "--pace takes seconds from 0 to 10 (got -1)" in r.stderr
         assert _journals(innotier_home) == journals and sorted(os.listdir(tier)) == files
         assert file_of(spec, "tpcc", "district") == "./tpcc/district.ibd"
     finally:

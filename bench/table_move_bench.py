@@ -35,7 +35,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from datadir_mover.tablemove import redo_room  # noqa: E402
-from tuner.core import innodb_status  # noqa: E402
 from tuner.core import sandbox as sbx  # noqa: E402
 from tuner.core.server import fetch_variables  # noqa: E402
 from tuner.core.measure import LatencyHistogram, Measurement  # noqa: E402
@@ -160,15 +159,14 @@ def by_step(timeline: Timeline, start: float, steps: dict[str, list[float]] | No
 
 
 def redo_now(spec) -> dict:
-    """The redo log's size and how much of it is not yet checkpointed (MiB), as the move's plan reads them."""
+    """The redo log's size and how much of it is not yet checkpointed (MiB), read as the move's plan reads them."""
     conn = spec.connect()
     try:
-        variables = fetch_variables(conn)
-        age = innodb_status.parse(innodb_status.fetch(conn)).checkpoint_age
+        room = redo_room.read(conn, fetch_variables(conn), 0)
     finally:
         conn.close()
-    return {"capacity_mib": round((redo_room.capacity(variables) or 0) / 2**20, 1),
-            "checkpoint_age_mib": round((age or 0) / 2**20, 1)}
+    return {"capacity_mib": round(room.capacity / 2**20, 1), "checkpoint_age_mib": round(room.checkpoint_age / 2**20, 1)} \
+        if room else {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -157,14 +157,13 @@ def build(request: TableMoveRequest, spec: ConnectionSpec) -> TablePlan:
             if where.exists(conn, plan.schema, name):
                 raise MoveError(f"{plan.schema}.{name} exists already; drop or rename it and plan again; nothing "
                                 "was changed")
-        return _with_redo_note(plan, model, conn)
+        return _with_copy_notes(plan, model, conn)
     finally:
         conn.close()
 
 
-def _with_redo_note(plan: TablePlan, model: ServerModel, conn) -> TablePlan:
-    """MariaDB's copier writes the table through the redo log: say so when the redo log has no room for it, and
-    what a paced copy costs."""
+def _with_copy_notes(plan: TablePlan, model: ServerModel, conn) -> TablePlan:
+    """MariaDB's copier: what a paced copy costs, and whether the redo log has room for what the copy writes."""
     if plan.method != METHODS[Flavor.MARIADB]:
         return plan
     pace = plan.request.get("copy_pause_s") or 0.0
